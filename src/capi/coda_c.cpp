@@ -1,0 +1,40 @@
+// The C ABI: thin wrappers that turn C++ errors into status codes and a per-thread message.
+#include "coda/coda.h"
+
+#include <string>
+
+#include "coda/core/device.hpp"
+#include "coda/core/status.hpp"
+#include "capi/c_bridge.hpp"
+
+namespace coda::capi {
+
+thread_local std::string last_error_message;
+
+coda_status finish(const Status& s) {
+  last_error_message = s.ok() ? std::string() : s.message();
+  return static_cast<coda_status>(s.code());
+}
+
+}  // namespace coda::capi
+
+extern "C" {
+
+const char* coda_version(void) { return "0.1.0"; }
+
+const char* coda_last_error(void) { return coda::capi::last_error_message.c_str(); }
+
+const char* coda_status_name(coda_status status) {
+  switch (status) {
+    case CODA_OK: return "ok";
+    case CODA_INVALID_ARGUMENT: return "invalid argument";
+    case CODA_UNSUPPORTED: return "unsupported";
+    case CODA_CUDA_ERROR: return "CUDA error";
+    case CODA_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+int32_t coda_device_count(void) { return int32_t(coda::list_devices().size()); }
+
+}  // extern "C"
