@@ -1,0 +1,57 @@
+// coda/gemm/epilogue_seam.cuh: what the mainloop hands an epilogue for each finished tile.
+//
+// The mainloop kernel is a template on an Epilogue type with this shape:
+//
+//   struct MyEpilogue {
+//     struct Params { ... };         // built on the host, passed by value in the kernel parameters
+//     struct SharedStorage { ... };  // carved out of the CTA's shared memory (staging space)
+//     template <class Accumulators>  // once per tile, by each consumer warpgroup
+//     __device__ void store_tile(const Params&, SharedStorage&, Accumulators&, const TileCoordinates&);
+//     __device__ void finish(const Params&, SharedStorage&, const TileCoordinates&);  // before exit
+//   };
+//
+// Accumulators are fp32 register fragments in the wgmma accumulator layout (below); the
+// epilogue may transform them in place, reduce them, and must write its outputs itself.
+#pragma once
+
+#include <cstdint>
+
+namespace coda::mainloop {
+
+/// Where a consumer warpgroup's part of an output tile lies.
+struct TileCoordinates {
+  int32_t row0;        // first output row of this warpgroup's part
+  int32_t col0;        // first output column
+  int32_t batch;
+  int32_t tile_m;      // output tile indices
+  int32_t tile_n;
+  int32_t problem_m;   // the problem's M and N: rows/columns at or past these are padding
+  int32_t problem_n;
+  int32_t consumer;    // which consumer warpgroup (0 or 1)
+  int32_t thread;      // thread index within the warpgroup, 0..127
+};
+
+/// The accumulators of one consumer warpgroup: Rows x Cols fp32 values spread over 128 threads
+/// as (Rows / 64) blocks of the wgmma m64nCols fragment.
+///
+/// In block b, thread t (warp w = t / 32, lane l = t % 32) holds value i (0 <= i < Cols / 2) of
+///   row    64 b + 16 w + l / 4 + 8 ((i / 2) % 2)
+///   column 8 (i / 4) + 2 (l % 4) + i % 2
+/// (PTX ISA 9.7.15.5.1.1, accumulator D of wgmma .m64nNk16). Values 2j and 2j+1 are adjacent
+/// columns of one row: pairwise epilogue maps need no data exchange.
+template <int Rows, int Cols>
+struct Accumulators {
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kBlocks = Rows / 64;
+  static constexpr int kValuesPerBlock = Cols / 2;
+
+  float value[kBlocks][kValuesPerBlock];
+
+  __device__ static int row(int block, int i, int thread) {
+    return 64 * block + 16 * (thread / 32) + (thread % 32) / 4 + 8 * ((i / 2) % 2);
+  }
+  __device__ static int col(int i, int thread) { return 8 * (i / 4) + 2 * (thread % 4) + i % 2; }
+};
+
+}  // namespace coda::mainloop

@@ -1,0 +1,82 @@
+// coda/gemm/gemm.hpp: coda's Hopper GEMM, C = A * B^T, for any shape and both operand majors.
+//
+//   // Y = X W^T: X (M x K) activations, W (N x K) an nn.Linear weight, Y (M x N)
+//   coda::gemm({x, coda::Major::k}, {w, coda::Major::k}, y, stream);
+//
+//   // dX = dY W: A = dY (M x N_out) K-major, B = W stored (N_out x K_in): N-major
+//   coda::gemm({dy, coda::Major::k}, {w, coda::Major::mn}, dx, stream);
+//
+//   // dW = dY^T X: A = dY stored (T x N_out): M-major; B = X stored (T x K_in): N-major
+//   coda::gemm({dy, coda::Major::mn}, {x, coda::Major::mn}, dw, stream);
+//
+// Shapes: A is (M x K) when K-major, (K x M) when M-major; B is (N x K) when K-major, (K x N)
+// when N-major; C is (M x N). Rank-3 views add a leading batch dimension L (the same for all
+// three). Inputs bf16 or f16 (the same for A and B), fp32 accumulation, C bf16, f16 or f32.
+// Any M, N, K >= 1, provided every row and batch stride is a multiple of 16 bytes and every
+// base address is 16-byte aligned (what the TMA unit can address); anything else is rejected
+// with an error naming the argument. Runs on sm_90 (H100/H200). No host synchronisation and no
+// allocation: split-K needs a workspace, which the caller provides (gemm_workspace_bytes()).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "coda/core/layout.hpp"
+#include "coda/core/status.hpp"
+#include "coda/core/tensor.hpp"
+
+namespace coda {
+
+/// The mainloop's tile configurations (output tile per CTA).
+enum class GemmTile : uint8_t {
+  automatic,  // let the heuristic pick
+  m128n256,   // large GEMMs; 2-CTA clusters share B by multicast
+  m256n128,   // large GEMMs; 2-CTA clusters share A by multicast
+  m128n128,   // medium shapes (more tiles to fill the GPU); supports split-K
+  m64n256,    // decode-sized M <= 64; supports split-K
+};
+
+std::string_view name(GemmTile tile);
+
+struct GemmOptions {
+  GemmTile tile = GemmTile::automatic;
+  int split_k = 0;             // 0: heuristic (splits only when a workspace is given); 1: never; n: exactly n
+  int raster_group = 0;        // tile-order group height in cluster rows; 0: default (8)
+  void* workspace = nullptr;   // device memory of at least gemm_workspace_bytes() bytes
+  std::size_t workspace_bytes = 0;
+};
+
+struct GemmOperand {
+  TensorView view;
+  Major major = Major::k;
+};
+
+/// What a call will run: the configuration, the split count and the grid.
+struct GemmPlan {
+  GemmTile tile = GemmTile::automatic;
+  int split_k = 1;
+  int ctas = 0;                 // persistent CTAs launched
+  int64_t output_tiles = 0;     // tiles of C (all batches)
+  std::size_t workspace_bytes = 0;
+};
+
+/// C = A * B^T on `stream`. Throws coda::InvalidArgument / Unsupported / CudaError.
+void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream = nullptr,
+          const GemmOptions& options = {});
+
+/// The same, reporting failure as a Status.
+Status try_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream = nullptr,
+                const GemmOptions& options = {});
+
+/// The plan gemm() would follow (validates the arguments; needs the device's properties).
+GemmPlan plan_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options = {});
+
+/// Workspace bytes the split-K plan for this problem needs (0 when the plan does not split).
+/// With options.split_k == 0 this is the size for the heuristic's preferred split.
+std::size_t gemm_workspace_bytes(const GemmOperand& a, const GemmOperand& b, const TensorView& c,
+                                 const GemmOptions& options = {});
+
+}  // namespace coda

@@ -1,0 +1,294 @@
+// coda/gemm/kernel.cuh: the fixed mainloop. A persistent, warp-specialized Hopper GEMM:
+//
+//   C[b, m, n] = epilogue( sum_k A[b, m, k] * B[b, n, k] )
+//
+// One CTA = three warpgroups. Warpgroup 0 is the producer: one thread issues TMA loads of A and
+// B tiles into a ring of `Stages` shared-memory slots, each guarded by two mbarriers ("full":
+// the slot's bytes have landed; "empty": every consumer is done reading it). Warpgroups 1 and 2
+// are consumers: each waits for a full slot, runs wgmma on its part of the tile, and releases
+// the slot once those wgmmas have retired. After the last K block of a tile each consumer hands
+// its accumulators to the epilogue and moves on to its next tile while the producer is already
+// filling the ring with that tile's operands, so the epilogue overlaps the next mainloop.
+//
+// setmaxnreg moves registers from the producer (40 per thread) to the consumers (232), which
+// hold 128 fp32 accumulators each. CTAs in a 2-CTA cluster split the loading of a shared operand
+// tile and multicast it to both, halving that operand's L2 traffic. Split-K units write fp32
+// partials to a workspace; the last split of a tile adds them in split order (deterministic,
+// no atomics on data) and runs the epilogue.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "coda/arch/sm90/barrier.cuh"
+#include "coda/arch/sm90/cluster.cuh"
+#include "coda/arch/sm90/tma.cuh"
+#include "coda/arch/sm90/warpgroup.cuh"
+#include "coda/arch/sm90/wgmma.cuh"
+#include "coda/core/layout.hpp"
+#include "coda/gemm/epilogue_seam.cuh"
+#include "coda/gemm/scheduler.cuh"
+#include "coda/gemm/tile_config.cuh"
+
+namespace coda::mainloop {
+
+/// Split-K bookkeeping in global memory: one arrival counter per output tile (zeroed by the
+/// host before the launch) and fp32 partial tiles for every split but the last.
+struct SplitKWorkspace {
+  int32_t* arrivals;
+  float* partials;
+};
+
+template <class Epilogue>
+struct KernelParams {
+  CUtensorMap a;  // box: K-major (64 K x rows), MN-major (64 M/N x 64 K)
+  CUtensorMap b;
+  ScheduleParams schedule;
+  int32_t m, n;
+  SplitKWorkspace split_k;
+  typename Epilogue::Params epilogue;
+};
+
+template <class Config, class Element, class Epilogue>
+struct SharedStorage {
+  static constexpr int kBytesA = Config::kBlockM * Config::kBlockK * 2;
+  static constexpr int kBytesB = Config::kBlockN * Config::kBlockK * 2;
+  alignas(1024) uint8_t a[Config::kStages][kBytesA];  // 128B-swizzled tiles need 1024-byte alignment
+  alignas(1024) uint8_t b[Config::kStages][kBytesB];
+  typename Epilogue::SharedStorage epilogue;
+  uint64_t full[Config::kStages];
+  uint64_t empty[Config::kStages];
+};
+
+template <class Config, class Element, class Epilogue>
+constexpr int kSharedBytes = int(sizeof(SharedStorage<Config, Element, Epilogue>)) + 1024;  // + alignment slack
+
+// Registers per thread after setmaxnreg: 40 * 128 + 2 * 232 * 128 = 64512 <= 65536.
+constexpr uint32_t kProducerRegisters = 40;
+constexpr uint32_t kConsumerRegisters = 232;
+
+// ---------------------------------------------------------------------------------------------
+// Producer: one thread fills the ring.
+
+/// Load rows [first_row, first_row + rows) of an operand tile for K block `k_block`.
+/// K-major: one box of 64 K x rows. MN-major: rows / 64 boxes of 64 M/N x 64 K, stored one after
+/// another (each is one 64-wide MN chunk of the canonical MN-major layout, 64 x 128 bytes).
+template <Major OperandMajor>
+__device__ __forceinline__ void load_operand(uint8_t* tile, const CUtensorMap* map, int first_row, int rows,
+                                             int32_t tile_row0, int32_t k_block, int32_t batch, uint64_t* full,
+                                             uint16_t multicast_mask) {
+  auto issue = [&](uint8_t* dst, int32_t x, int32_t y) {
+    if (multicast_mask) sm90::tma_load_multicast(dst, map, x, y, batch, full, multicast_mask);
+    else sm90::tma_load(dst, map, x, y, batch, full);
+  };
+  if constexpr (OperandMajor == Major::k) {
+    issue(tile + first_row * 128, k_block * 64, tile_row0 + first_row);
+  } else {
+    for (int chunk = first_row / 64; chunk < (first_row + rows) / 64; ++chunk)
+      issue(tile + chunk * 64 * 128, tile_row0 + chunk * 64, k_block * 64);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer: wgmma over one slot.
+
+template <Major OperandMajor>
+__device__ __forceinline__ uint64_t operand_descriptor(const uint8_t* tile, int first_row, int k16) {
+  // Both layouts put 64 rows (of K or of M/N) in 64 x 128 = 8192 contiguous bytes, so a
+  // warpgroup's part starting at row r begins r * 128 bytes into the tile either way.
+  const uint32_t start = sm90::shared_address(tile) + uint32_t(first_row) * 128;
+  if constexpr (OperandMajor == Major::k)
+    return sm90::make_sw128_descriptor(start + k16 * 32, 16, 1024);  // 16 K values = 32 bytes
+  else
+    return sm90::make_sw128_descriptor(start + k16 * 2048, 64 * 128, 1024);  // 16 k-rows of 128 bytes
+}
+
+template <class Element, Major AMajor, Major BMajor, int Cols, int Values>
+__device__ __forceinline__ void mma_k16(float (&acc)[Values], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  constexpr int kTransA = AMajor == Major::mn ? 1 : 0;
+  constexpr int kTransB = BMajor == Major::mn ? 1 : 0;
+  if constexpr (Cols == 256) sm90::mma_m64n256k16<Element, kTransA, kTransB>(acc, desc_a, desc_b, accumulate);
+  else if constexpr (Cols == 128) sm90::mma_m64n128k16<Element, kTransA, kTransB>(acc, desc_a, desc_b, accumulate);
+  else sm90::mma_m64n64k16<Element, kTransA, kTransB>(acc, desc_a, desc_b, accumulate);
+}
+
+/// Tell every CTA of the cluster that this warp is done with `slot` (each consumer warp arrives
+/// after its own wgmma.wait, so the count never depends on cross-warp completion order).
+template <class Config>
+__device__ __forceinline__ void release_slot(uint64_t* empty, int lane) {
+  if constexpr (Config::kClusterSize == 1) {
+    if (lane == 0) sm90::arrive(empty);
+  } else {
+    if (lane < Config::kClusterSize) sm90::arrive_cluster(empty, uint32_t(lane));
+  }
+}
+
+/// Split-K: non-final splits publish their partial tile; the final split folds the partials in,
+/// in split order. Partials are stored in fragment order: value i of thread t of consumer c at
+/// [(i * Consumers + c) * 128 + t], so every access is a fully coalesced 128-thread row.
+template <class Config, class Acc>
+__device__ __forceinline__ bool combine_split_k(const SplitKWorkspace& ws, const WorkUnit& unit, int splits,
+                                                Acc& acc, int consumer, int thread) {
+  constexpr int kStride = Config::kConsumers * 128;  // floats between a thread's consecutive values
+  constexpr int kTileFloats = Acc::kBlocks * Acc::kValuesPerBlock * kStride;
+  // This thread's column of the tile's partials; values sit at compile-time offsets from it.
+  float* column = ws.partials + int64_t(unit.tile_index) * (splits - 1) * kTileFloats + consumer * 128 + thread;
+  int32_t* arrivals = ws.arrivals + unit.tile_index;
+
+  if (unit.split < splits - 1) {
+    float* mine = column + int64_t(unit.split) * kTileFloats;
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < Acc::kValuesPerBlock; ++i) __stcg(mine + (b * Acc::kValuesPerBlock + i) * kStride, acc.value[b][i]);
+    // Every consumer thread's stores must be visible before the arrival is counted.
+    __threadfence();
+    sm90::named_barrier_sync(3, 128 * Config::kConsumers);
+    if (consumer == 0 && thread == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(arrivals) : "memory");
+    return false;
+  }
+  if (consumer == 0 && thread == 0) {
+    int32_t seen = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(arrivals) : "memory");
+    } while (seen < splits - 1);
+  }
+  sm90::named_barrier_sync(3, 128 * Config::kConsumers);
+  for (int split = 0; split < splits - 1; ++split) {
+    const float* theirs = column + int64_t(split) * kTileFloats;
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < Acc::kValuesPerBlock; ++i) acc.value[b][i] += __ldcg(theirs + (b * Acc::kValuesPerBlock + i) * kStride);
+  }
+  return true;
+}
+
+template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
+__global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<Epilogue> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Storage = SharedStorage<Config, Element, Epilogue>;
+  using Acc = Accumulators<Config::kWarpgroupM, Config::kWarpgroupN>;
+  constexpr int kStages = Config::kStages;
+  constexpr uint32_t kStageBytes = uint32_t(Storage::kBytesA + Storage::kBytesB);
+
+  extern __shared__ uint8_t shared_raw[];
+  Storage& s = *reinterpret_cast<Storage*>((reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t(1023));
+
+  const int warpgroup = int(threadIdx.x) / 128;
+  const int thread = int(threadIdx.x) % 128;
+  const uint32_t cta_rank = Config::kClusterSize > 1 ? sm90::cluster_cta_rank() : 0;
+  const int32_t cluster_id = int32_t(blockIdx.x) / Config::kClusterSize;
+  const int32_t clusters = int32_t(gridDim.x) / Config::kClusterSize;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      sm90::barrier_init(&s.full[i], 1);
+      sm90::barrier_init(&s.empty[i], Config::kConsumers * 4 * Config::kClusterSize);
+    }
+    sm90::fence_barrier_init();
+  }
+  // Peers multicast into this CTA's slots and arrive on its barriers: they must be initialised first.
+  if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
+  else __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---- producer ----
+    sm90::setmaxnreg_decrease<kProducerRegisters>();
+    if (thread < 32 && sm90::elect_one()) {
+      sm90::tma_prefetch_map(&p.a);
+      sm90::tma_prefetch_map(&p.b);
+      // Multicast: CTAs with the same tile_n (a cluster column) share B; the same tile_m, A.
+      const uint32_t rank_m = cta_rank % Config::kClusterM, rank_n = cta_rank / Config::kClusterM;
+      uint16_t mask_b = 0, mask_a = 0;
+      if constexpr (Config::kClusterM > 1)
+        for (int r = 0; r < Config::kClusterM; ++r) mask_b |= uint16_t(1u << (rank_n * Config::kClusterM + r));
+      if constexpr (Config::kClusterN > 1)
+        for (int r = 0; r < Config::kClusterN; ++r) mask_a |= uint16_t(1u << (r * Config::kClusterM + rank_m));
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int32_t u = cluster_id; u < p.schedule.units; u += clusters) {
+        const WorkUnit unit = work_unit<Config::kClusterM, Config::kClusterN>(p.schedule, u, cta_rank);
+        const int32_t row_a = unit.tile_m * Config::kBlockM, row_b = unit.tile_n * Config::kBlockN;
+        for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
+          sm90::wait(&s.empty[stage], phase ^ 1);
+          sm90::arrive_expect_bytes(&s.full[stage], kStageBytes);
+          load_operand<AMajor>(s.a[stage], &p.a, int(rank_n) * Config::kRowsLoadedA, Config::kRowsLoadedA, row_a, kb,
+                               unit.batch, &s.full[stage], mask_a);
+          load_operand<BMajor>(s.b[stage], &p.b, int(rank_m) * Config::kRowsLoadedB, Config::kRowsLoadedB, row_b, kb,
+                               unit.batch, &s.full[stage], mask_b);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    // ---- consumers ----
+    sm90::setmaxnreg_increase<kConsumerRegisters>();
+    const int consumer = warpgroup - 1;
+    const int lane = thread % 32;
+    const int part_row = (consumer / Config::kConsumerCols) * Config::kWarpgroupM;
+    const int part_col = (consumer % Config::kConsumerCols) * Config::kWarpgroupN;
+    Epilogue epilogue;
+    TileCoordinates coords{};
+    coords.consumer = consumer;
+    coords.thread = thread;
+    coords.problem_m = p.m;
+    coords.problem_n = p.n;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int32_t u = cluster_id; u < p.schedule.units; u += clusters) {
+      const WorkUnit unit = work_unit<Config::kClusterM, Config::kClusterN>(p.schedule, u, cta_rank);
+      Acc acc;
+      int previous = -1;
+      for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
+        sm90::wait(&s.full[stage], phase);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int k16 = 0; k16 < Config::kBlockK / 16; ++k16) {
+          const uint64_t desc_b = operand_descriptor<BMajor>(s.b[stage], part_col, k16);
+#pragma unroll
+          for (int block = 0; block < Acc::kBlocks; ++block) {
+            const uint64_t desc_a = operand_descriptor<AMajor>(s.a[stage], part_row + 64 * block, k16);
+            mma_k16<Element, AMajor, BMajor, Config::kWarpgroupN>(acc.value[block], desc_a, desc_b,
+                                                                  kb > unit.k_block_begin || k16 > 0);
+          }
+        }
+        sm90::wgmma_commit();
+        // Keep one group in flight: once the previous one retires, its slot can be refilled.
+        sm90::wgmma_wait<1>();
+        if (previous >= 0) release_slot<Config>(&s.empty[previous], lane);
+        previous = stage;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      sm90::wgmma_wait<0>();
+#pragma unroll
+      for (int block = 0; block < Acc::kBlocks; ++block) sm90::accumulators_fence(acc.value[block]);
+      release_slot<Config>(&s.empty[previous], lane);
+
+      if (p.schedule.splits > 1 &&
+          !combine_split_k<Config>(p.split_k, unit, p.schedule.splits, acc, consumer, thread))
+        continue;
+      coords.row0 = unit.tile_m * Config::kBlockM + part_row;
+      coords.col0 = unit.tile_n * Config::kBlockN + part_col;
+      coords.batch = unit.batch;
+      coords.tile_m = unit.tile_m;
+      coords.tile_n = unit.tile_n;
+      epilogue.store_tile(p.epilogue, s.epilogue, acc, coords);
+    }
+    epilogue.finish(p.epilogue, s.epilogue, coords);
+  }
+  // No CTA may exit while a peer can still multicast into it or arrive on its barriers.
+  if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
+#endif
+}
+
+}  // namespace coda::mainloop

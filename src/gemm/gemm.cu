@@ -1,0 +1,281 @@
+// The host side of coda::gemm: validate, plan (configuration, split-K, grid), encode the TMA
+// tensor maps, launch.
+#include "coda/gemm/gemm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "coda/arch/sm90/tensor_map.hpp"
+#include "coda/core/device.hpp"
+#include "coda/core/validate.hpp"
+#include "gemm/launch.hpp"
+
+namespace coda {
+
+std::string_view name(GemmTile tile) {
+  switch (tile) {
+    case GemmTile::automatic: return "automatic";
+    case GemmTile::m128n256: return "m128n256";
+    case GemmTile::m256n128: return "m256n128";
+    case GemmTile::m128n128: return "m128n128";
+    case GemmTile::m64n256: return "m64n256";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using detail::concat;
+
+struct Problem {
+  int64_t m, n, k, batch;
+  DType input, output;
+};
+
+struct TileFacts {
+  int block_m, block_n, cluster_m, cluster_n;
+  bool split_k;
+  double relative_speed;  // per-tile throughput relative to the largest tiles (a planning estimate)
+};
+
+TileFacts facts(GemmTile t) {
+  switch (t) {
+    case GemmTile::m128n256: return {128, 256, 2, 1, false, 1.0};
+    case GemmTile::m256n128: return {256, 128, 1, 2, false, 1.0};
+    case GemmTile::m128n128: return {128, 128, 1, 1, true, 0.9};
+    case GemmTile::m64n256: return {64, 256, 1, 1, true, 0.8};
+    case GemmTile::automatic: break;
+  }
+  throw InternalError("coda::gemm: no facts for the automatic tile");
+}
+
+int resident_ctas(GemmTile t) {
+  switch (t) {
+    case GemmTile::m128n256: return mainloop::resident_ctas_m128n256()();
+    case GemmTile::m256n128: return mainloop::resident_ctas_m256n128()();
+    case GemmTile::m128n128: return mainloop::resident_ctas_m128n128()();
+    case GemmTile::m64n256: return mainloop::resident_ctas_m64n256()();
+    case GemmTile::automatic: break;
+  }
+  throw InternalError("coda::gemm: no kernel for the automatic tile");
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Problem validate(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options) {
+  ArgumentCheck check("coda::gemm");
+  check.not_null("a", a.view.data)
+      .not_null("b", b.view.data)
+      .not_null("c", c.data)
+      .rank_in("a", a.view, 2, 3)
+      .rank_in("b", b.view, 2, 3)
+      .rank_in("c", c, 2, 3)
+      .dtype_in("a", a.view.dtype, {DType::bf16, DType::f16})
+      .dtype_in("b", b.view.dtype, {DType::bf16, DType::f16})
+      .require(a.view.dtype == b.view.dtype, "b",
+               concat("dtype ", name(b.view.dtype), " must match a's dtype ", name(a.view.dtype)))
+      .dtype_in("c", c.dtype, {DType::bf16, DType::f16, DType::f32});
+  check.throw_if_error();
+
+  Problem p{};
+  const bool a_k_major = a.major == Major::k, b_k_major = b.major == Major::k;
+  p.m = a_k_major ? a.view.rows() : a.view.cols();
+  p.k = a_k_major ? a.view.cols() : a.view.rows();
+  p.n = b_k_major ? b.view.rows() : b.view.cols();
+  p.batch = c.batch();
+  p.input = a.view.dtype;
+  p.output = c.dtype;
+  const int64_t b_k = b_k_major ? b.view.cols() : b.view.rows();
+  const char* b_k_dim = b_k_major ? "columns" : "rows";
+
+  check.positive("a", p.m, "M").positive("a", p.k, "K").positive("b", p.n, "N").positive("c", p.batch, "batch")
+      .require(b_k == p.k, "b",
+               concat("shape ", b.view.describe(), " (", name(b.major), "): its ", b_k_dim, " are K = ", b_k,
+                      " but a has K = ", p.k))
+      .dim_equals("c", c, -2, p.m, "M (rows)", "c must have one row per row of A*B^T")
+      .dim_equals("c", c, -1, p.n, "N (columns)", "c must have one column per column of A*B^T")
+      .require(a.view.batch() == p.batch, "a", concat("batch ", a.view.batch(), " must equal c's batch ", p.batch))
+      .require(b.view.batch() == p.batch, "b", concat("batch ", b.view.batch(), " must equal c's batch ", p.batch))
+      .require(p.m <= INT32_MAX && p.n <= INT32_MAX && p.k <= INT32_MAX && p.batch <= INT32_MAX, "a",
+               "M, N, K and the batch must each be below 2^31")
+      .inner_contiguous("a", a.view)
+      .inner_contiguous("b", b.view)
+      .inner_contiguous("c", c)
+      .tma_aligned("a", a.view)
+      .tma_aligned("b", b.view)
+      .tma_aligned("c", c)
+      .require(options.split_k >= 0, "options.split_k", concat("is ", options.split_k, " but must be >= 0"))
+      .require(options.raster_group >= 0, "options.raster_group", concat("is ", options.raster_group, " but must be >= 0"))
+      .require(options.workspace != nullptr || options.workspace_bytes == 0, "options.workspace",
+               "is null but workspace_bytes is not 0");
+  check.throw_if_error();
+  return p;
+}
+
+void require_hopper() {
+  std::string why;
+  const auto devices = list_devices(&why);
+  if (devices.empty()) throw Unsupported("coda::gemm: no CUDA device (" + why + ")");
+  const DeviceInfo& d = current_device();
+  if (!d.is_hopper())
+    throw Unsupported(concat("coda::gemm: device ", d.index, " is ", d.name, " (sm_", d.major, d.minor,
+                             "); coda's kernels are built for sm_90a (H100/H200)"));
+}
+
+// Estimated time in units of one large tile's mainloop: whole "waves" of resident CTAs, each
+// tile costing its area over its relative speed.
+double estimated_cost(const Problem& p, GemmTile t, int ctas) {
+  const TileFacts f = facts(t);
+  const int64_t tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  const double waves = std::ceil(double(tiles) / ctas);
+  return waves * double(f.block_m * f.block_n) / (128.0 * 256.0) / f.relative_speed;
+}
+
+std::size_t workspace_bytes_for(const Problem& p, GemmTile t, int splits) {
+  if (splits <= 1) return 0;
+  const TileFacts f = facts(t);
+  const int64_t tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  const std::size_t arrivals = std::size_t(ceil_div(tiles * 4, 256) * 256);
+  return arrivals + std::size_t(tiles) * std::size_t(splits - 1) * std::size_t(f.block_m * f.block_n) * 4;
+}
+
+GemmPlan make_plan(const Problem& p, const GemmOptions& options) {
+  GemmPlan plan;
+  plan.tile = options.tile;
+  if (plan.tile == GemmTile::automatic) {
+    if (p.m <= 64) {
+      plan.tile = GemmTile::m64n256;
+    } else {
+      double best = 0;
+      for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128}) {
+        const double cost = estimated_cost(p, t, resident_ctas(t));
+        if (plan.tile == GemmTile::automatic || cost < best * 0.999) {
+          plan.tile = t;
+          best = cost;
+        }
+      }
+    }
+  }
+  const TileFacts f = facts(plan.tile);
+  const int ctas = resident_ctas(plan.tile);
+  plan.output_tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  const int64_t k_blocks = ceil_div(p.k, 64);
+
+  if (options.split_k > 1) {
+    ArgumentCheck check("coda::gemm");
+    check.require(f.split_k, "options.split_k",
+                  concat("split-K is not available with tile ", name(plan.tile), " (use m128n128 or m64n256)"),
+                  StatusCode::unsupported)
+        .require(options.split_k <= k_blocks, "options.split_k",
+                 concat("is ", options.split_k, " but K = ", p.k, " has only ", k_blocks, " blocks of 64"));
+    check.throw_if_error();
+    plan.split_k = options.split_k;
+  } else if (options.split_k == 0 && f.split_k && options.workspace != nullptr && plan.output_tiles * 2 <= ctas) {
+    // Few tiles leave SMs idle: split K while each split keeps at least 4 blocks of 64.
+    const int64_t by_sms = ctas / plan.output_tiles;
+    plan.split_k = int(std::max<int64_t>(1, std::min<int64_t>({by_sms, k_blocks / 4, 16})));
+    if (workspace_bytes_for(p, plan.tile, plan.split_k) > options.workspace_bytes) plan.split_k = 1;
+  }
+  plan.workspace_bytes = workspace_bytes_for(p, plan.tile, plan.split_k);
+  if (plan.split_k > 1) {
+    ArgumentCheck check("coda::gemm");
+    check.require(options.workspace_bytes >= plan.workspace_bytes, "options.workspace",
+                  concat("holds ", options.workspace_bytes, " bytes but split-K x", plan.split_k, " needs ",
+                         plan.workspace_bytes, " (see coda::gemm_workspace_bytes)"));
+    check.throw_if_error();
+  }
+  const int64_t clusters_of_work =
+      ceil_div(ceil_div(p.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(p.n, f.block_n), f.cluster_n) * p.batch *
+      plan.split_k;
+  const int cluster = f.cluster_m * f.cluster_n;
+  plan.ctas = int(std::min<int64_t>(clusters_of_work, ctas / cluster) * cluster);
+  return plan;
+}
+
+mainloop::Launcher launcher(GemmTile t, DType input, Major a, Major b) {
+  switch (t) {
+    case GemmTile::m128n256: return mainloop::launcher_m128n256(input, a, b);
+    case GemmTile::m256n128: return mainloop::launcher_m256n128(input, a, b);
+    case GemmTile::m128n128: return mainloop::launcher_m128n128(input, a, b);
+    case GemmTile::m64n256: return mainloop::launcher_m64n256(input, a, b);
+    case GemmTile::automatic: break;
+  }
+  throw InternalError("coda::gemm: no kernel for the automatic tile");
+}
+
+// Operand tensor map: the contiguous dimension first. K-major operands load boxes of 64 K x
+// `rows_per_load` rows; MN-major ones boxes of 64 M/N x 64 K.
+CUtensorMap operand_map(const GemmOperand& op, uint32_t rows_per_load, const char* argument) {
+  const TensorView& v = op.view;
+  const uint32_t box_outer = op.major == Major::k ? rows_per_load : 64;
+  return sm90::make_tensor_map_3d(v.data, v.dtype, {v.cols(), v.rows(), v.batch()}, {v.ld(), v.batch_stride()},
+                                  {64, box_outer}, argument);
+}
+
+}  // namespace
+
+GemmPlan plan_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options) {
+  const Problem p = validate(a, b, c, options);
+  require_hopper();
+  return make_plan(p, options);
+}
+
+std::size_t gemm_workspace_bytes(const GemmOperand& a, const GemmOperand& b, const TensorView& c,
+                                 const GemmOptions& options) {
+  const Problem p = validate(a, b, c, options);
+  require_hopper();
+  GemmOptions sizing = options;
+  if (sizing.workspace == nullptr) {  // size for the split the heuristic would choose with room to spare
+    sizing.workspace = reinterpret_cast<void*>(uintptr_t(256));
+    sizing.workspace_bytes = SIZE_MAX;
+  }
+  return make_plan(p, sizing).workspace_bytes;
+}
+
+void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream,
+          const GemmOptions& options) {
+  const Problem p = validate(a, b, c, options);
+  require_hopper();
+  const GemmPlan plan = make_plan(p, options);
+  const TileFacts f = facts(plan.tile);
+
+  mainloop::StoreParams params{};
+  params.a = operand_map(a, uint32_t(f.block_m / f.cluster_n), "a");
+  params.b = operand_map(b, uint32_t(f.block_n / f.cluster_m), "b");
+  params.epilogue.output = sm90::make_tensor_map_3d(c.data, c.dtype, {c.cols(), c.rows(), c.batch()},
+                                                    {c.ld(), c.batch_stride()},
+                                                    {uint32_t(128 / size_of(c.dtype)), 64}, "c");
+  params.epilogue.output_type = c.dtype;
+  params.m = int32_t(p.m);
+  params.n = int32_t(p.n);
+
+  mainloop::ScheduleParams& s = params.schedule;
+  s.tiles_m = int32_t(ceil_div(p.m, f.block_m));
+  s.tiles_n = int32_t(ceil_div(p.n, f.block_n));
+  s.cluster_rows = int32_t(ceil_div(s.tiles_m, f.cluster_m));
+  s.cluster_cols = int32_t(ceil_div(s.tiles_n, f.cluster_n));
+  s.batches = int32_t(p.batch);
+  s.splits = plan.split_k;
+  s.k_blocks = int32_t(ceil_div(p.k, 64));
+  s.group_m = options.raster_group > 0 ? options.raster_group : 8;
+  s.units = int32_t(int64_t(s.cluster_rows) * s.cluster_cols * s.batches * s.splits);
+
+  if (plan.split_k > 1) {
+    auto* base = static_cast<uint8_t*>(options.workspace);
+    const std::size_t arrivals = std::size_t(ceil_div(plan.output_tiles * 4, 256) * 256);
+    params.split_k.arrivals = reinterpret_cast<int32_t*>(base);
+    params.split_k.partials = reinterpret_cast<float*>(base + arrivals);
+    CODA_CUDA_CHECK(cudaMemsetAsync(base, 0, arrivals, stream));
+  }
+  launcher(plan.tile, p.input, a.major, b.major)(params, plan.ctas, stream);
+}
+
+Status try_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream,
+                const GemmOptions& options) {
+  return status_of([&] { gemm(a, b, c, stream, options); });
+}
+
+}  // namespace coda

@@ -1,0 +1,130 @@
+// coda::gemm's argument rules. Validation runs before the device is touched, so these run in CI
+// without a GPU: each feeds one bad argument and checks the error names it and the rule.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "coda/gemm/gemm.hpp"
+
+namespace coda {
+namespace {
+
+using ::testing::HasSubstr;
+
+alignas(256) unsigned char memory[1 << 16];
+
+struct Args {
+  GemmOperand a{TensorView::matrix(memory, DType::bf16, 64, 32), Major::k};
+  GemmOperand b{TensorView::matrix(memory, DType::bf16, 48, 32), Major::k};
+  TensorView c = TensorView::matrix(memory, DType::bf16, 64, 48);
+  GemmOptions options;
+};
+
+std::string error_of(const Args& x, StatusCode expected = StatusCode::invalid_argument) {
+  const Status s = try_gemm(x.a, x.b, x.c, nullptr, x.options);
+  EXPECT_EQ(s.code(), expected) << s.message();
+  return s.message();
+}
+
+TEST(GemmValidation, NullPointers) {
+  Args x;
+  x.a.view.data = nullptr;
+  EXPECT_EQ(error_of(x), "coda::gemm: argument 'a': is a null pointer");
+  Args y;
+  y.c.data = nullptr;
+  EXPECT_EQ(error_of(y), "coda::gemm: argument 'c': is a null pointer");
+}
+
+TEST(GemmValidation, Dtypes) {
+  Args x;
+  x.a.view.dtype = DType::f32;
+  EXPECT_THAT(error_of(x, StatusCode::unsupported), HasSubstr("argument 'a': dtype f32 is not supported here (expected one of: bf16, f16)"));
+  Args y;
+  y.b.view.dtype = DType::f16;
+  EXPECT_THAT(error_of(y), HasSubstr("argument 'b': dtype f16 must match a's dtype bf16"));
+  Args z;
+  z.c.dtype = DType::e4m3;
+  EXPECT_THAT(error_of(z, StatusCode::unsupported), HasSubstr("argument 'c': dtype e4m3 is not supported here"));
+}
+
+TEST(GemmValidation, Ranks) {
+  Args x;
+  x.b.view = TensorView::vector(memory, DType::bf16, 32);
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'b': must have rank 2 to 3, got rank 1"));
+}
+
+TEST(GemmValidation, KMustAgree) {
+  Args x;
+  x.b.view = TensorView::matrix(memory, DType::bf16, 48, 40);
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'b': shape (48, 40) bf16, strides (40, 1) (K-major): its columns are K = 40 but a has K = 32"));
+  Args y;  // with an N-major B, K is its row count
+  y.b = {TensorView::matrix(memory, DType::bf16, 40, 48), Major::mn};
+  EXPECT_THAT(error_of(y), HasSubstr("its rows are K = 40 but a has K = 32"));
+}
+
+TEST(GemmValidation, OutputShape) {
+  Args x;
+  x.c = TensorView::matrix(memory, DType::bf16, 64, 56);
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'c': shape (64, 56) bf16, strides (56, 1): N (columns) is 56 but must be 48"));
+  Args y;  // an M-major A is (K x M): M is its column count
+  y.a = {TensorView::matrix(memory, DType::bf16, 32, 72), Major::mn};
+  EXPECT_THAT(error_of(y), HasSubstr("argument 'c': shape (64, 48) bf16, strides (48, 1): M (rows) is 64 but must be 72"));
+}
+
+TEST(GemmValidation, EmptyDimensions) {
+  Args x;
+  x.a.view = TensorView::matrix(memory, DType::bf16, 0, 32);
+  x.c = TensorView::matrix(memory, DType::bf16, 0, 48);
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'a': M is 0 but must be at least 1"));
+}
+
+TEST(GemmValidation, BatchesMustAgree) {
+  Args x;
+  x.c = TensorView::batched(memory, DType::bf16, 2, 64, 48);
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'a': batch 1 must equal c's batch 2"));
+}
+
+TEST(GemmValidation, TmaAlignment) {
+  Args x;  // K = 7: rows of 14 bytes
+  x.a.view = TensorView::matrix(memory, DType::bf16, 64, 7);
+  x.b.view = TensorView::matrix(memory, DType::bf16, 48, 7);
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'a': row stride of 7 elements (14 bytes) is not a multiple of 16 bytes"));
+  Args y;  // the same shape with a padded leading dimension is fine up to the device check
+  y.a.view = TensorView::matrix(memory, DType::bf16, 64, 7, 8);
+  y.b.view = TensorView::matrix(memory, DType::bf16, 48, 7, 8);
+  const Status s = try_gemm(y.a, y.b, y.c);
+  EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("argument")));
+  Args z;
+  z.c.data = memory + 8;
+  EXPECT_THAT(error_of(z), HasSubstr("argument 'c': base address 0x"));
+  Args w;
+  w.c = TensorView::matrix(memory, DType::f32, 64, 48, 50);
+  EXPECT_THAT(error_of(w), HasSubstr("argument 'c': row stride of 50 elements (200 bytes) is not a multiple of 16 bytes"));
+}
+
+TEST(GemmValidation, Contiguity) {
+  Args x;
+  x.a.view.stride[1] = 2;
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'a': shape (64, 32) bf16, strides (32, 2): the last dimension must be contiguous"));
+}
+
+TEST(GemmValidation, Options) {
+  Args x;
+  x.options.split_k = -1;
+  EXPECT_THAT(error_of(x), HasSubstr("argument 'options.split_k': is -1 but must be >= 0"));
+  Args y;
+  y.options.workspace_bytes = 1024;
+  EXPECT_THAT(error_of(y), HasSubstr("argument 'options.workspace': is null but workspace_bytes is not 0"));
+  Args z;
+  z.options.raster_group = -3;
+  EXPECT_THAT(error_of(z), HasSubstr("argument 'options.raster_group'"));
+}
+
+TEST(GemmValidation, ValidArgumentsReachTheDeviceCheck) {
+  Args x;
+  const Status s = try_gemm(x.a, x.b, x.c);
+  if (s.code() == StatusCode::unsupported) EXPECT_THAT(s.message(), HasSubstr("coda::gemm: "));
+  else EXPECT_TRUE(s.ok()) << s.message();
+}
+
+}  // namespace
+}  // namespace coda
