@@ -5,5 +5,6 @@ namespace coda::cli {
 
 int info(int argc, char** argv);
 int demo(int argc, char** argv);
+int bench(int argc, char** argv);
 
 }  // namespace coda::cli

@@ -18,6 +18,7 @@ struct Command {
 const Command kCommands[] = {
     {"info", coda::cli::info, "list CUDA devices and whether coda's kernels can run on them"},
     {"demo", coda::cli::demo, "run the fused-kernel suite with verification (CPU executor without a GPU)"},
+    {"bench", coda::cli::bench, "benchmarks against cuBLAS: `coda bench gemm [--set transformer|square|decode|backward|all]`"},
 };
 
 int usage(FILE* out) {

@@ -1,0 +1,92 @@
+#include "device_fill.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "coda/core/device.hpp"
+
+namespace coda::bench {
+namespace {
+
+__device__ float uniform_from_hash(uint64_t seed, uint64_t i) {
+  uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;  // splitmix64
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return float(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+template <class T>
+__global__ void fill_kernel(T* data, std::size_t count, uint64_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x)
+    data[i] = T(uniform_from_hash(seed, i));
+}
+
+}  // namespace
+
+void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed) {
+  const int blocks = 4096, threads = 256;
+  switch (dtype) {
+    case DType::bf16: fill_kernel<<<blocks, threads>>>(static_cast<__nv_bfloat16*>(data), count, seed); break;
+    case DType::f16: fill_kernel<<<blocks, threads>>>(static_cast<__half*>(data), count, seed); break;
+    case DType::f32: fill_kernel<<<blocks, threads>>>(static_cast<float*>(data), count, seed); break;
+    default: throw InvalidArgument("coda::bench::fill_uniform: argument 'dtype': bf16, f16 or f32 only");
+  }
+  CODA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace coda::bench
+
+namespace coda::bench {
+namespace {
+
+template <class T>
+__global__ void squared_sums(const T* x, const T* y, std::size_t count, double* partials) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x) {
+    const double a = double(float(x[i])), b = double(float(y[i]));
+    diff += (a - b) * (a - b);
+    norm += b * b;
+  }
+  __shared__ double sd[256], sn[256];
+  sd[threadIdx.x] = diff;
+  sn[threadIdx.x] = norm;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (int(threadIdx.x) < s) {
+      sd[threadIdx.x] += sd[threadIdx.x + s];
+      sn[threadIdx.x] += sn[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = sd[0];
+    partials[2 * blockIdx.x + 1] = sn[0];
+  }
+}
+
+}  // namespace
+
+double relative_difference(const void* x, const void* y, DType dtype, std::size_t count) {
+  constexpr int kBlocks = 1024;
+  double* partials = nullptr;
+  CODA_CUDA_CHECK(cudaMalloc(&partials, sizeof(double) * 2 * kBlocks));
+  switch (dtype) {
+    case DType::bf16: squared_sums<<<kBlocks, 256>>>(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(y), count, partials); break;
+    case DType::f16: squared_sums<<<kBlocks, 256>>>(static_cast<const __half*>(x), static_cast<const __half*>(y), count, partials); break;
+    default: squared_sums<<<kBlocks, 256>>>(static_cast<const float*>(x), static_cast<const float*>(y), count, partials); break;
+  }
+  double host[2 * kBlocks];
+  CODA_CUDA_CHECK(cudaMemcpy(host, partials, sizeof(host), cudaMemcpyDeviceToHost));
+  cudaFree(partials);
+  double diff = 0, norm = 0;
+  for (int b = 0; b < kBlocks; ++b) {
+    diff += host[2 * b];
+    norm += host[2 * b + 1];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+}  // namespace coda::bench

@@ -1,0 +1,262 @@
+#include "gemm_bench.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coda/core/device.hpp"
+#include "coda/gemm/gemm.hpp"
+#include "cublas_gemm.hpp"
+#include "device_fill.hpp"
+#include "timing.hpp"
+
+namespace coda::bench {
+namespace {
+
+struct Shape {
+  std::string group;  // transformer, square, decode, backward
+  std::string label;
+  int64_t m, n, k;
+  Major a = Major::k, b = Major::k;
+};
+
+struct Row {
+  Shape shape;
+  GemmPlan plan;
+  Timing ours, cublas;
+  double difference = 0;  // ||ours - cuBLAS|| / ||cuBLAS||
+};
+
+// The Transformer projections at T tokens: QKV (3H), attention output (H), gate/up (2F), down.
+void add_layer(std::vector<Shape>& out, const std::string& group, int64_t t, int64_t h, int64_t f,
+               const std::string& tag) {
+  out.push_back({group, "qkv " + tag, t, 3 * h, h});
+  out.push_back({group, "out " + tag, t, h, h});
+  out.push_back({group, "gate/up " + tag, t, 2 * f, h});
+  out.push_back({group, "down " + tag, t, h, f});
+}
+
+std::vector<Shape> shapes_for(const std::string& set) {
+  std::vector<Shape> s;
+  const bool all = set == "all";
+  if (all || set == "square")
+    for (int64_t n : {2048, 4096, 8192}) s.push_back({"square", "square " + std::to_string(n), n, n, n});
+  if (all || set == "transformer") {
+    const int64_t hidden[] = {2048, 4096, 8192}, ffn[] = {8192, 14336, 28672};
+    for (int i = 0; i < 3; ++i) add_layer(s, "transformer", 16384, hidden[i], ffn[i], "H=" + std::to_string(hidden[i]));
+    for (int64_t h : {2048, 4096, 8192}) s.push_back({"transformer", "lm head H=" + std::to_string(h), 8192, 128256, h});
+  }
+  if (all || set == "decode")
+    for (int64_t m : {1, 16, 64, 128}) add_layer(s, "decode", m, 4096, 14336, "M=" + std::to_string(m));
+  if (all || set == "backward") {
+    // dX = dY W (B N-major) and dW = dY^T X (A M-major, B N-major) of the H=4096 layer, plus
+    // the four majors at 4096^3.
+    const int64_t t = 16384, h = 4096, f = 14336;
+    const int64_t outs[] = {3 * h, h, 2 * f, h}, ins[] = {h, h, h, f};
+    const char* names[] = {"qkv", "out", "gate/up", "down"};
+    for (int i = 0; i < 4; ++i) {
+      s.push_back({"backward", std::string("dgrad ") + names[i], t, ins[i], outs[i], Major::k, Major::mn});
+      s.push_back({"backward", std::string("wgrad ") + names[i], outs[i], ins[i], t, Major::mn, Major::mn});
+    }
+    s.push_back({"backward", "4096^3 A M-major", 4096, 4096, 4096, Major::mn, Major::k});
+    s.push_back({"backward", "4096^3 B N-major", 4096, 4096, 4096, Major::k, Major::mn});
+    s.push_back({"backward", "4096^3 both MN", 4096, 4096, 4096, Major::mn, Major::mn});
+  }
+  if (set == "quick") {
+    s.push_back({"square", "square 4096", 4096, 4096, 4096});
+    s.push_back({"transformer", "gate/up H=4096", 16384, 28672, 4096});
+    s.push_back({"decode", "down M=16", 16, 4096, 14336});
+  }
+  return s;
+}
+
+struct Buffers {
+  std::vector<void*> a, b, c;
+  void* workspace = nullptr;
+  ~Buffers() {
+    for (auto* v : {&a, &b, &c})
+      for (void* p : *v) cudaFree(p);
+    cudaFree(workspace);
+  }
+};
+
+Row measure(const Shape& shape, DType dtype, GemmTile tile, CublasGemm& cublas, cudaStream_t stream,
+            std::size_t l2_bytes) {
+  const std::size_t e = size_of(dtype);
+  const std::size_t bytes_a = std::size_t(shape.m * shape.k) * e, bytes_b = std::size_t(shape.n * shape.k) * e,
+                    bytes_c = std::size_t(shape.m * shape.n) * e;
+  // Enough sets of operands that one pass over them is more than twice the L2.
+  const int sets = int(std::clamp<std::size_t>((2 * l2_bytes) / (bytes_a + bytes_b + bytes_c) + 1, 1, 16));
+  Buffers buf;
+  for (int i = 0; i < sets; ++i) {
+    void* p = nullptr;
+    CODA_CUDA_CHECK(cudaMalloc(&p, bytes_a));
+    buf.a.push_back(p);
+    fill_uniform(p, dtype, bytes_a / e, 1000 + i);
+    CODA_CUDA_CHECK(cudaMalloc(&p, bytes_b));
+    buf.b.push_back(p);
+    fill_uniform(p, dtype, bytes_b / e, 2000 + i);
+    CODA_CUDA_CHECK(cudaMalloc(&p, bytes_c));
+    buf.c.push_back(p);
+  }
+  void* reference = nullptr;
+  CODA_CUDA_CHECK(cudaMalloc(&reference, bytes_c));
+
+  auto operand = [&](void* p, int64_t mn, Major major) -> GemmOperand {
+    return major == Major::k ? GemmOperand{TensorView::matrix(p, dtype, mn, shape.k), major}
+                             : GemmOperand{TensorView::matrix(p, dtype, shape.k, mn), major};
+  };
+  auto views = [&](int i) {
+    return std::make_tuple(operand(buf.a[std::size_t(i % sets)], shape.m, shape.a),
+                           operand(buf.b[std::size_t(i % sets)], shape.n, shape.b),
+                           TensorView::matrix(buf.c[std::size_t(i % sets)], dtype, shape.m, shape.n));
+  };
+
+  Row row;
+  row.shape = shape;
+  GemmOptions options;
+  options.tile = tile;
+  {
+    auto [a, b, c] = views(0);
+    const std::size_t ws = gemm_workspace_bytes(a, b, c, options);
+    if (ws > 0) {
+      CODA_CUDA_CHECK(cudaMalloc(&buf.workspace, ws));
+      options.workspace = buf.workspace;
+      options.workspace_bytes = ws;
+    }
+    row.plan = plan_gemm(a, b, c, options);
+    // Correctness against cuBLAS on the first set before timing anything.
+    cublas.run(a, b, TensorView::matrix(reference, dtype, shape.m, shape.n));
+    gemm(a, b, c, stream, options);
+    CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    row.difference = relative_difference(c.data, reference, dtype, bytes_c / e);
+  }
+  cudaFree(reference);
+
+  const double flops = 2.0 * double(shape.m) * double(shape.n) * double(shape.k);
+  const double estimate_ms = std::max(flops / 700e12 * 1e3, 0.004);
+  const int samples = int(std::clamp(150.0 / estimate_ms, 10.0, 200.0));
+  auto ours = [&](int i) {
+    auto [a, b, c] = views(i);
+    gemm(a, b, c, stream, options);
+  };
+  auto theirs = [&](int i) {
+    auto [a, b, c] = views(i);
+    cublas.run(a, b, c);
+  };
+  // Two alternating rounds each, so drift in clocks or temperature affects both alike.
+  std::vector<double> ours_ms, theirs_ms;
+  for (int round = 0; round < 2; ++round) {
+    time_launches(ours, stream, 3, samples);
+    ours_ms.insert(ours_ms.end(), last_samples().begin(), last_samples().end());
+    time_launches(theirs, stream, 3, samples);
+    theirs_ms.insert(theirs_ms.end(), last_samples().begin(), last_samples().end());
+  }
+  row.ours = merge(ours_ms);
+  row.cublas = merge(theirs_ms);
+  return row;
+}
+
+double tflops(const Shape& s, const Timing& t) { return 2.0 * double(s.m) * double(s.n) * double(s.k) / (t.median_ms * 1e9); }
+
+std::string majors(const Shape& s) {
+  return std::string(s.a == Major::k ? "A:K" : "A:M") + (s.b == Major::k ? " B:K" : " B:N");
+}
+
+void write_json(const std::string& path, const std::vector<Row>& rows, const std::map<std::string, double>& geomeans,
+                const DeviceInfo& device, DType dtype) {
+  std::ofstream f(path);
+  f << "{\n  \"device\": \"" << device.name << "\",\n  \"dtype\": \"" << name(dtype) << "\",\n  \"geomean_ratio\": {";
+  bool first = true;
+  for (const auto& [group, g] : geomeans) {
+    f << (first ? "" : ", ") << "\"" << group << "\": " << g;
+    first = false;
+  }
+  f << "},\n  \"rows\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    f << "    {\"group\": \"" << r.shape.group << "\", \"label\": \"" << r.shape.label << "\", \"m\": " << r.shape.m
+      << ", \"n\": " << r.shape.n << ", \"k\": " << r.shape.k << ", \"majors\": \"" << majors(r.shape)
+      << "\", \"tile\": \"" << name(r.plan.tile) << "\", \"split_k\": " << r.plan.split_k
+      << ", \"coda_ms\": " << r.ours.median_ms << ", \"cublas_ms\": " << r.cublas.median_ms
+      << ", \"coda_tflops\": " << tflops(r.shape, r.ours) << ", \"cublas_tflops\": " << tflops(r.shape, r.cublas)
+      << ", \"ratio_cublas_over_coda\": " << r.cublas.median_ms / r.ours.median_ms
+      << ", \"difference_vs_cublas\": " << r.difference << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  f << "  ]\n}\n";
+}
+
+}  // namespace
+
+int gemm_benchmark(int argc, char** argv) {
+  std::string set = "all", json = "bench_gemm.json";
+  DType dtype = DType::bf16;
+  GemmTile tile = GemmTile::automatic;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--set") set = value, ++i;
+    else if (arg == "--json") json = value, ++i;
+    else if (arg == "--dtype") dtype = std::strcmp(value, "f16") == 0 ? DType::f16 : DType::bf16, ++i;
+    else if (arg == "--tile") {
+      for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256})
+        if (name(t) == value) tile = t;
+      ++i;
+    } else {
+      std::fprintf(stderr, "coda bench gemm: unknown option '%s'\n", arg.c_str());
+      return 2;
+    }
+  }
+  if (!hopper_available()) {
+    std::printf("coda bench gemm: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
+    return 1;
+  }
+  const std::vector<Shape> shapes = shapes_for(set);
+  if (shapes.empty()) {
+    std::fprintf(stderr, "coda bench gemm: unknown --set '%s'\n", set.c_str());
+    return 2;
+  }
+  const DeviceInfo& device = current_device();
+  cudaStream_t stream = nullptr;
+  CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CublasGemm cublas(stream);
+
+  std::printf("coda bench gemm: %s, %s, median of CUDA-event-timed launches over rotating buffers\n",
+              device.name.c_str(), std::string(name(dtype)).c_str());
+  std::printf("%-12s %-22s %-24s %-9s %-16s %9s %7s %9s %7s %7s %9s\n", "group", "shape", "M x N x K", "majors",
+              "tile", "coda ms", "TF/s", "cuBLAS ms", "TF/s", "ratio", "diff");
+  std::vector<Row> rows;
+  std::map<std::string, std::pair<double, int>> log_sums;
+  for (const Shape& s : shapes) {
+    const Row r = measure(s, dtype, tile, cublas, stream, device.l2_bytes);
+    rows.push_back(r);
+    const double ratio = r.cublas.median_ms / r.ours.median_ms;
+    log_sums[s.group].first += std::log(ratio);
+    log_sums[s.group].second += 1;
+    const std::string dims = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    const std::string plan = std::string(name(r.plan.tile)) + (r.plan.split_k > 1 ? " sk" + std::to_string(r.plan.split_k) : "");
+    std::printf("%-12s %-22s %-24s %-9s %-16s %9.4f %7.1f %9.4f %7.1f %7.3f %9.2e\n", s.group.c_str(), s.label.c_str(),
+                dims.c_str(), majors(s).c_str(), plan.c_str(), r.ours.median_ms, tflops(s, r.ours), r.cublas.median_ms,
+                tflops(s, r.cublas), ratio, r.difference);
+    std::fflush(stdout);
+  }
+  std::map<std::string, double> geomeans;
+  std::printf("\ngeometric mean of cuBLAS time / coda time:\n");
+  for (const auto& [group, sum] : log_sums) {
+    geomeans[group] = std::exp(sum.first / sum.second);
+    std::printf("  %-12s %.3f over %d shapes\n", group.c_str(), geomeans[group], sum.second);
+  }
+  write_json(json, rows, geomeans, device, dtype);
+  std::printf("wrote %s\n", json.c_str());
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
+}  // namespace coda::bench

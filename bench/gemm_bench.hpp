@@ -1,0 +1,10 @@
+// `coda bench gemm`: coda's GEMM against cuBLAS on the same shapes, majors and data, in one run.
+#pragma once
+
+namespace coda::bench {
+
+/// Options: --set {transformer,square,decode,backward,quick,all} (default all), --dtype {bf16,f16},
+/// --json PATH (default bench_gemm.json), --tile NAME (force a configuration).
+int gemm_benchmark(int argc, char** argv);
+
+}  // namespace coda::bench

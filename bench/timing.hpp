@@ -1,0 +1,28 @@
+// Benchmark timing: CUDA events around each launch, after a warm-up, reporting the median.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <vector>
+
+namespace coda::bench {
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  int samples = 0;
+};
+
+/// Time `launch(i)` (i = 0, 1, ...: rotate buffers with it) on `stream`: `warmup` untimed
+/// launches, then `samples` launches each between two events. Launches are queued back to back,
+/// so the GPU never idles between them; the median of the per-launch times is reported.
+Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream, int warmup, int samples);
+
+/// Merge timings of the same work taken in several rounds (median of all samples).
+Timing merge(const std::vector<double>& samples_ms);
+
+/// The per-launch samples of the last time_launches call on this thread.
+const std::vector<double>& last_samples();
+
+}  // namespace coda::bench

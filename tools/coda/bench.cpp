@@ -1,0 +1,17 @@
+// coda bench <what> [options]: the benchmarks of bench/, run from the command line.
+#include <cstdio>
+#include <string_view>
+
+#include "commands.hpp"
+#include "gemm_bench.hpp"
+
+namespace coda::cli {
+
+int bench(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "gemm") return coda::bench::gemm_benchmark(argc - 1, argv + 1);
+  std::fprintf(stderr, "usage: coda bench gemm [--set transformer|square|decode|backward|quick|all] [--dtype bf16|f16]"
+                       " [--tile NAME] [--json PATH]\n");
+  return 2;
+}
+
+}  // namespace coda::cli
