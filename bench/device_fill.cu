@@ -26,12 +26,12 @@ __global__ void fill_kernel(T* data, std::size_t count, uint64_t seed) {
 
 }  // namespace
 
-void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed) {
+void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream) {
   const int blocks = 4096, threads = 256;
   switch (dtype) {
-    case DType::bf16: fill_kernel<<<blocks, threads>>>(static_cast<__nv_bfloat16*>(data), count, seed); break;
-    case DType::f16: fill_kernel<<<blocks, threads>>>(static_cast<__half*>(data), count, seed); break;
-    case DType::f32: fill_kernel<<<blocks, threads>>>(static_cast<float*>(data), count, seed); break;
+    case DType::bf16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), count, seed); break;
+    case DType::f16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__half*>(data), count, seed); break;
+    case DType::f32: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(data), count, seed); break;
     default: throw InvalidArgument("coda::bench::fill_uniform: argument 'dtype': bf16, f16 or f32 only");
   }
   CODA_CUDA_CHECK(cudaGetLastError());
@@ -69,17 +69,18 @@ __global__ void squared_sums(const T* x, const T* y, std::size_t count, double* 
 
 }  // namespace
 
-double relative_difference(const void* x, const void* y, DType dtype, std::size_t count) {
+double relative_difference(const void* x, const void* y, DType dtype, std::size_t count, cudaStream_t stream) {
   constexpr int kBlocks = 1024;
   double* partials = nullptr;
   CODA_CUDA_CHECK(cudaMalloc(&partials, sizeof(double) * 2 * kBlocks));
   switch (dtype) {
-    case DType::bf16: squared_sums<<<kBlocks, 256>>>(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(y), count, partials); break;
-    case DType::f16: squared_sums<<<kBlocks, 256>>>(static_cast<const __half*>(x), static_cast<const __half*>(y), count, partials); break;
-    default: squared_sums<<<kBlocks, 256>>>(static_cast<const float*>(x), static_cast<const float*>(y), count, partials); break;
+    case DType::bf16: squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(y), count, partials); break;
+    case DType::f16: squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const __half*>(x), static_cast<const __half*>(y), count, partials); break;
+    default: squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const float*>(x), static_cast<const float*>(y), count, partials); break;
   }
   double host[2 * kBlocks];
-  CODA_CUDA_CHECK(cudaMemcpy(host, partials, sizeof(host), cudaMemcpyDeviceToHost));
+  CODA_CUDA_CHECK(cudaMemcpyAsync(host, partials, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaFree(partials);
   double diff = 0, norm = 0;
   for (int b = 0; b < kBlocks; ++b) {

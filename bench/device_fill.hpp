@@ -1,6 +1,8 @@
 // Fill device memory with reproducible pseudo-random values (never zeros) without a host copy.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -8,8 +10,9 @@
 
 namespace coda::bench {
 
-/// `count` elements of `dtype` at `data`, uniform in [-1, 1), from a hash of (seed, index).
-void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed);
+/// `count` elements of `dtype` at `data`, uniform in [-1, 1), from a hash of (seed, index),
+/// ordered on `stream`.
+void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream);
 
 }  // namespace coda::bench
 
@@ -17,6 +20,6 @@ namespace coda::bench {
 
 /// ||x - y|| / ||y|| over `count` elements of `dtype`, computed on the device (deterministic
 /// per-block partials reduced on the host in order).
-double relative_difference(const void* x, const void* y, DType dtype, std::size_t count);
+double relative_difference(const void* x, const void* y, DType dtype, std::size_t count, cudaStream_t stream);
 
 }  // namespace coda::bench

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -87,7 +88,7 @@ struct Buffers {
   }
 };
 
-Row measure(const Shape& shape, DType dtype, GemmTile tile, CublasGemm& cublas, cudaStream_t stream,
+Row measure(const Shape& shape, DType dtype, const GemmOptions& forced, CublasGemm& cublas, cudaStream_t stream,
             std::size_t l2_bytes) {
   const std::size_t e = size_of(dtype);
   const std::size_t bytes_a = std::size_t(shape.m * shape.k) * e, bytes_b = std::size_t(shape.n * shape.k) * e,
@@ -99,10 +100,10 @@ Row measure(const Shape& shape, DType dtype, GemmTile tile, CublasGemm& cublas, 
     void* p = nullptr;
     CODA_CUDA_CHECK(cudaMalloc(&p, bytes_a));
     buf.a.push_back(p);
-    fill_uniform(p, dtype, bytes_a / e, 1000 + i);
+    fill_uniform(p, dtype, bytes_a / e, 1000 + i, stream);
     CODA_CUDA_CHECK(cudaMalloc(&p, bytes_b));
     buf.b.push_back(p);
-    fill_uniform(p, dtype, bytes_b / e, 2000 + i);
+    fill_uniform(p, dtype, bytes_b / e, 2000 + i, stream);
     CODA_CUDA_CHECK(cudaMalloc(&p, bytes_c));
     buf.c.push_back(p);
   }
@@ -121,8 +122,7 @@ Row measure(const Shape& shape, DType dtype, GemmTile tile, CublasGemm& cublas, 
 
   Row row;
   row.shape = shape;
-  GemmOptions options;
-  options.tile = tile;
+  GemmOptions options = forced;
   {
     auto [a, b, c] = views(0);
     const std::size_t ws = gemm_workspace_bytes(a, b, c, options);
@@ -136,7 +136,7 @@ Row measure(const Shape& shape, DType dtype, GemmTile tile, CublasGemm& cublas, 
     cublas.run(a, b, TensorView::matrix(reference, dtype, shape.m, shape.n));
     gemm(a, b, c, stream, options);
     CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    row.difference = relative_difference(c.data, reference, dtype, bytes_c / e);
+    row.difference = relative_difference(c.data, reference, dtype, bytes_c / e, stream);
   }
   cudaFree(reference);
 
@@ -198,7 +198,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const std
 int gemm_benchmark(int argc, char** argv) {
   std::string set = "all", json = "bench_gemm.json";
   DType dtype = DType::bf16;
-  GemmTile tile = GemmTile::automatic;
+  GemmOptions forced;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : "";
@@ -207,8 +207,10 @@ int gemm_benchmark(int argc, char** argv) {
     else if (arg == "--dtype") dtype = std::strcmp(value, "f16") == 0 ? DType::f16 : DType::bf16, ++i;
     else if (arg == "--tile") {
       for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256})
-        if (name(t) == value) tile = t;
+        if (name(t) == value) forced.tile = t;
       ++i;
+    } else if (arg == "--raster") {
+      forced.raster_group = std::atoi(value), ++i;
     } else {
       std::fprintf(stderr, "coda bench gemm: unknown option '%s'\n", arg.c_str());
       return 2;
@@ -235,7 +237,7 @@ int gemm_benchmark(int argc, char** argv) {
   std::vector<Row> rows;
   std::map<std::string, std::pair<double, int>> log_sums;
   for (const Shape& s : shapes) {
-    const Row r = measure(s, dtype, tile, cublas, stream, device.l2_bytes);
+    const Row r = measure(s, dtype, forced, cublas, stream, device.l2_bytes);
     rows.push_back(r);
     const double ratio = r.cublas.median_ms / r.ours.median_ms;
     log_sums[s.group].first += std::log(ratio);

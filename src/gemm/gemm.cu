@@ -242,7 +242,7 @@ void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaS
   const GemmPlan plan = make_plan(p, options);
   const TileFacts f = facts(plan.tile);
 
-  mainloop::StoreParams params{};
+  mainloop::StoreKernelParams params{};
   params.a = operand_map(a, uint32_t(f.block_m / f.cluster_n), "a");
   params.b = operand_map(b, uint32_t(f.block_n / f.cluster_m), "b");
   params.epilogue.output = sm90::make_tensor_map_3d(c.data, c.dtype, {c.cols(), c.rows(), c.batch()},

@@ -11,9 +11,11 @@
 namespace coda::mainloop {
 
 template <class Config, class Element, Major AMajor, Major BMajor>
-void launch(const StoreParams& params, int ctas, cudaStream_t stream) {
-  auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, StoreEpilogue>;
-  constexpr int kShared = kSharedBytes<Config, Element, StoreEpilogue>;
+void launch(const StoreKernelParams& params, int ctas, cudaStream_t stream) {
+  using Epilogue = StoreEpilogue<Config::kStagingBuffers>;
+  auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
+  constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
+  static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
   static std::once_flag once;
   std::call_once(once, [&] {
     CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
@@ -37,8 +39,9 @@ template <class Config>
 int resident_ctas() {
   // Whole clusters that fit at once, asked once of the occupancy calculator.
   static int cached = [] {
-    auto* kernel = &gemm_kernel<Config, __nv_bfloat16, Major::k, Major::k, StoreEpilogue>;
-    constexpr int kShared = kSharedBytes<Config, __nv_bfloat16, StoreEpilogue>;
+    using Epilogue = StoreEpilogue<Config::kStagingBuffers>;
+    auto* kernel = &gemm_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>;
+    constexpr int kShared = kSharedBytes<Config, __nv_bfloat16, Epilogue>;
     CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
     if constexpr (Config::kClusterSize == 1) return current_device().sm_count;
     cudaLaunchConfig_t config{};

@@ -12,10 +12,10 @@
 
 namespace coda::mainloop {
 
-using StoreParams = KernelParams<StoreEpilogue>;
+using StoreKernelParams = KernelParams<StoreParams>;
 
 /// Launch one compiled (configuration, input type, majors) kernel on a grid of `ctas` CTAs.
-using Launcher = void (*)(const StoreParams& params, int ctas, cudaStream_t stream);
+using Launcher = void (*)(const StoreKernelParams& params, int ctas, cudaStream_t stream);
 
 /// The kernel for each combination; every GemmTile (but automatic) has all eight.
 Launcher launcher_m128n256(DType input, Major a, Major b);

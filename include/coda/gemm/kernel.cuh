@@ -42,14 +42,14 @@ struct SplitKWorkspace {
   float* partials;
 };
 
-template <class Epilogue>
+template <class EpilogueParams>
 struct KernelParams {
   CUtensorMap a;  // box: K-major (64 K x rows), MN-major (64 M/N x 64 K)
   CUtensorMap b;
   ScheduleParams schedule;
   int32_t m, n;
   SplitKWorkspace split_k;
-  typename Epilogue::Params epilogue;
+  EpilogueParams epilogue;
 };
 
 template <class Config, class Element, class Epilogue>
@@ -168,7 +168,7 @@ __device__ __forceinline__ bool combine_split_k(const SplitKWorkspace& ws, const
 }
 
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
-__global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<Epilogue> p) {
+__global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<typename Epilogue::Params> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Storage = SharedStorage<Config, Element, Epilogue>;
   using Acc = Accumulators<Config::kWarpgroupM, Config::kWarpgroupN>;

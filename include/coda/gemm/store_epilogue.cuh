@@ -1,12 +1,11 @@
 // coda/gemm/store_epilogue.cuh: the identity epilogue: convert the fp32 accumulators to the
 // output type and write them with TMA stores.
 //
-// Each consumer warpgroup walks its part of the tile in 64-row subtiles 128 bytes wide (64
+// Each consumer warpgroup cuts its part of the tile into 64-row subtiles 128 bytes wide (64
 // 16-bit or 32 fp32 columns): registers -> shared memory (stmatrix for 16-bit outputs, in the
-// 128B-swizzled layout the TMA store expects, so neither side has bank conflicts) -> one
-// asynchronous TMA store. Two staging buffers alternate, so writing subtile s+1 overlaps the
-// store of subtile s, and the last stores of a tile overlap the next tile's mainloop. Rows and
-// columns past the problem edge are clipped by the TMA unit.
+// 128B-swizzled layout the TMA store expects, so neither side has bank conflicts) -> asynchronous
+// TMA stores, which complete while the warpgroup runs the next tile's mainloop. Rows and columns
+// past the problem edge are clipped by the TMA unit.
 #pragma once
 
 #include <cuda.h>
@@ -23,16 +22,22 @@
 
 namespace coda::mainloop {
 
+/// The store epilogue's parameters (the same for every staging depth).
+struct StoreParams {
+  CUtensorMap output;  // 3-D map of C, box (128 bytes of columns) x 64 rows
+  DType output_type;   // bf16, f16 or f32
+};
+
+template <int Buffers>
 struct StoreEpilogue {
   static constexpr int kStagingBytes = 64 * 128;  // one 64-row x 128-byte subtile
+  static constexpr int kBuffers = Buffers;         // staging subtiles per consumer warpgroup
+  static_assert(Buffers >= 2 && Buffers % 2 == 0, "staging alternates between two halves");
 
-  struct Params {
-    CUtensorMap output;  // 3-D map of C, box (128 bytes of columns) x 64 rows
-    DType output_type;   // bf16, f16 or f32
-  };
+  using Params = StoreParams;
 
   struct SharedStorage {
-    alignas(1024) uint8_t staging[2][2][kStagingBytes];  // [consumer][buffer]
+    alignas(1024) uint8_t staging[2][Buffers][kStagingBytes];  // [consumer][buffer]
   };
 
   template <class Acc>
@@ -49,34 +54,56 @@ struct StoreEpilogue {
   }
 
  private:
-  int buffer_ = 0;
+  int half_ = 0;  // which half of the staging ring the next group uses (when a tile needs several)
 
   // One named barrier per consumer warpgroup (ids 1 and 2; 0 is __syncthreads).
   __device__ static void sync_warpgroup(const TileCoordinates& t) { sm90::named_barrier_sync(1 + t.consumer, 128); }
 
+  // Subtiles are written in groups: registers -> staging for the whole group, one barrier, then
+  // one thread issues the group's TMA stores. When the whole tile fits the staging (the common
+  // case), a tile costs a single group, and the wait for the previous tile's stores never blocks:
+  // they were issued a whole mainloop ago. Otherwise groups alternate between the two halves of
+  // the staging, so writing one group overlaps the stores of the previous one.
   template <class Out, class Acc>
   __device__ void store_subtiles(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t) {
     constexpr int kSubtileCols = 128 / int(sizeof(Out));
+    constexpr int kSubtilesPerBlock = Acc::kCols / kSubtileCols;
+    constexpr int kSubtiles = Acc::kBlocks * kSubtilesPerBlock;
+    constexpr bool kWholeTile = kSubtiles <= Buffers;
+    constexpr int kGroup = kWholeTile ? kSubtiles : Buffers / 2;
+    static_assert(kSubtiles % kGroup == 0);
 #pragma unroll
-    for (int block = 0; block < Acc::kBlocks; ++block) {
-#pragma unroll
-      for (int sub = 0; sub < Acc::kCols / kSubtileCols; ++sub) {
-        uint8_t* staging = s.staging[t.consumer][buffer_];
-        // The store issued from this buffer two subtiles ago must have finished reading it.
-        if (t.thread == 0) sm90::tma_store_wait_read<1>();
-        sync_warpgroup(t);
-        if constexpr (sizeof(Out) == 2)
-          write_16bit_subtile<Out>(staging, acc.value[block], sub, t.thread);
-        else
-          write_f32_subtile(staging, acc.value[block], sub, t.thread);
-        sm90::fence_shared_to_async();
-        sync_warpgroup(t);
-        if (t.thread == 0) {
-          sm90::tma_store(&p.output, staging, t.col0 + sub * kSubtileCols, t.row0 + block * 64, t.batch);
-          sm90::tma_store_commit();
-        }
-        buffer_ ^= 1;
+    for (int group = 0; group < kSubtiles / kGroup; ++group) {
+      const int first_buffer = kWholeTile ? 0 : half_ * kGroup;
+      // The stores that last read these buffers must be done: with the whole tile staged that is
+      // the previous tile's group; otherwise the group before the previous one.
+      if (t.thread == 0) {
+        if constexpr (kWholeTile) sm90::tma_store_wait_read<0>();
+        else sm90::tma_store_wait_read<1>();
       }
+      sync_warpgroup(t);
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) {
+        const int sub = group * kGroup + j;
+        uint8_t* staging = s.staging[t.consumer][first_buffer + j];
+        if constexpr (sizeof(Out) == 2)
+          write_16bit_subtile<Out>(staging, acc.value[sub / kSubtilesPerBlock], sub % kSubtilesPerBlock, t.thread);
+        else
+          write_f32_subtile(staging, acc.value[sub / kSubtilesPerBlock], sub % kSubtilesPerBlock, t.thread);
+      }
+      sm90::fence_shared_to_async();
+      sync_warpgroup(t);
+      if (t.thread == 0) {
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) {
+          const int sub = group * kGroup + j;
+          sm90::tma_store(&p.output, s.staging[t.consumer][first_buffer + j],
+                          t.col0 + (sub % kSubtilesPerBlock) * kSubtileCols, t.row0 + (sub / kSubtilesPerBlock) * 64,
+                          t.batch);
+        }
+        sm90::tma_store_commit();
+      }
+      if constexpr (!kWholeTile) half_ ^= 1;
     }
   }
 

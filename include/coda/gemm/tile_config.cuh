@@ -5,14 +5,16 @@
 // producer warpgroup through `Stages` shared-memory slots of BlockK = 64 (one 128-byte row of
 // 16-bit K values, the 128B-swizzle width). Clusters of ClusterM x ClusterN CTAs share operand
 // tiles by TMA multicast: CTAs of one cluster column (same N tile) share B, CTAs of one
-// cluster row (same M tile) share A.
+// cluster row (same M tile) share A. The epilogue stages `StagingBuffers` 64 x 128-byte
+// subtiles per consumer; shared memory is split between the operand ring and that staging.
 #pragma once
 
 #include <cstdint>
 
 namespace coda::mainloop {
 
-template <int BlockM_, int BlockN_, int WarpgroupM_, int WarpgroupN_, int Stages_, int ClusterM_, int ClusterN_>
+template <int BlockM_, int BlockN_, int WarpgroupM_, int WarpgroupN_, int Stages_, int ClusterM_, int ClusterN_,
+          int StagingBuffers_>
 struct TileConfig {
   static constexpr int kBlockM = BlockM_;
   static constexpr int kBlockN = BlockN_;
@@ -23,6 +25,7 @@ struct TileConfig {
   static constexpr int kClusterM = ClusterM_;
   static constexpr int kClusterN = ClusterN_;
   static constexpr int kClusterSize = ClusterM_ * ClusterN_;
+  static constexpr int kStagingBuffers = StagingBuffers_;  // epilogue staging subtiles per consumer
 
   static constexpr int kConsumerRows = kBlockM / kWarpgroupM;  // consumer warpgroups along M
   static constexpr int kConsumerCols = kBlockN / kWarpgroupN;  // and along N
@@ -40,9 +43,9 @@ struct TileConfig {
 };
 
 // The configurations coda ships (see gemm.hpp's GemmTile for when each is used).
-using TileM128N256 = TileConfig<128, 256, 64, 256, 4, 2, 1>;  // large GEMMs: B multicast over 2 M tiles
-using TileM256N128 = TileConfig<256, 128, 128, 128, 4, 1, 2>;  // large GEMMs, N-narrow: A multicast over 2 N tiles
-using TileM128N128 = TileConfig<128, 128, 64, 128, 6, 1, 1>;  // medium shapes, split-K capable
-using TileM64N256 = TileConfig<64, 256, 64, 128, 4, 1, 1>;    // decode-sized M <= 64, split-K capable
+using TileM128N256 = TileConfig<128, 256, 64, 256, 3, 2, 1, 4>;    // large GEMMs: B multicast over 2 M tiles
+using TileM256N128 = TileConfig<256, 128, 128, 128, 3, 1, 2, 4>;   // large GEMMs: A multicast over 2 N tiles
+using TileM128N128 = TileConfig<128, 128, 64, 128, 5, 1, 1, 4>;    // medium shapes, split-K capable
+using TileM64N256 = TileConfig<64, 256, 64, 128, 4, 1, 1, 2>;      // decode-sized M <= 64, split-K capable
 
 }  // namespace coda::mainloop
