@@ -35,12 +35,14 @@ __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t byte
 
 /// Arrive once on the barrier at the same shared-memory offset in CTA `cta_rank` of this
 /// cluster (the local CTA included). mapa turns the local address into the peer's
-/// shared::cluster address (PTX ISA 9.7.9.22); release at cluster scope orders this CTA's
-/// earlier shared-memory reads before the peer's producer reuses the slot.
+/// shared::cluster address (PTX ISA 9.7.9.22). The arrive keeps the default .release.cta
+/// semantics on purpose: the slot's readers are wgmma operations already retired by
+/// wgmma.wait_group, so no memory ordering is owed to the peer, and .release.cluster would
+/// cost a GPU-scope MEMBAR before every arrive (seen in the SASS).
 __device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(bar)), "r"(cta_rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
 /// Arrive once on a barrier of this CTA.
