@@ -1,0 +1,150 @@
+#include "coda/reference/rmsnorm.hpp"
+
+#include <cmath>
+#include <string_view>
+
+#include "coda/reference/reductions.hpp"
+#include "reference/checks.hpp"
+
+namespace coda::ref {
+namespace {
+
+void check_weight(ArgumentCheck& check, const Vector& weight, int64_t hidden) {
+  checks::require_length(check, "weight", weight.size(), hidden, "one RMSNorm weight per hidden column");
+}
+
+void check_row_vector(ArgumentCheck& check, std::string_view name, const Vector& v, int64_t rows) {
+  checks::require_length(check, name, v.size(), rows, "one value per row");
+}
+
+// H ⊙ g: the weight broadcast along every row (one weight per column).
+Matrix times_weight(const Matrix& h, const Vector& weight) {
+  Matrix out = h;
+  for (int64_t m = 0; m < h.rows; ++m)
+    for (int64_t n = 0; n < h.cols; ++n) out(m, n) *= weight[std::size_t(n)];
+  return out;
+}
+
+// rstd ⊙ H ⊙ g, the normalized and weighted input of the next GEMM.
+Matrix normalize(const Matrix& h, const Vector& rstd, const Vector& weight) {
+  return row_scale(times_weight(h, weight), rstd);
+}
+
+}  // namespace
+
+Vector rmsnorm_rstd(const Matrix& h, double eps) {
+  ArgumentCheck check("coda::ref::rmsnorm_rstd");
+  check.positive("h", h.cols, "the hidden size (columns of h)");
+  checks::require_epsilon(check, "eps", eps);
+  check.throw_if_error();
+  Vector rstd = row_sums_of_squares(h);
+  for (double& r : rstd) r = 1.0 / std::sqrt(r / double(h.cols) + eps);
+  return rstd;
+}
+
+Matrix rmsnorm(const Matrix& h, const Vector& weight, double eps) {
+  ArgumentCheck check("coda::ref::rmsnorm");
+  check_weight(check, weight, h.cols);
+  check.throw_if_error();
+  return normalize(h, rmsnorm_rstd(h, eps), weight);
+}
+
+RmsNormBackward rmsnorm_backward(const Matrix& grad_output, const Matrix& h, const Vector& weight, double eps) {
+  ArgumentCheck check("coda::ref::rmsnorm_backward");
+  check_weight(check, weight, h.cols);
+  checks::require_shape(check, "grad_output", grad_output, h.rows, h.cols, "the shape of h");
+  check.throw_if_error();
+  const Vector rstd = rmsnorm_rstd(h, eps);
+  const double hidden = double(h.cols);
+  RmsNormBackward out{Matrix(h.rows, h.cols), Vector(std::size_t(h.cols), 0.0)};
+  for (int64_t m = 0; m < h.rows; ++m) {
+    const double r = rstd[std::size_t(m)];
+    double weighted_dot = 0;  // sum_n dN ⊙ g ⊙ H
+    for (int64_t n = 0; n < h.cols; ++n) weighted_dot += grad_output(m, n) * weight[std::size_t(n)] * h(m, n);
+    for (int64_t n = 0; n < h.cols; ++n) {
+      out.grad_input(m, n) =
+          r * grad_output(m, n) * weight[std::size_t(n)] - r * r * r * h(m, n) * weighted_dot / hidden;
+      out.grad_weight[std::size_t(n)] += grad_output(m, n) * r * h(m, n);
+    }
+  }
+  return out;
+}
+
+ResidualRmsNorm residual_rmsnorm(const Matrix& y, const Matrix& residual, const Vector& weight, int64_t bn) {
+  ArgumentCheck check("coda::ref::residual_rmsnorm");
+  checks::require_shape(check, "residual", residual, y.rows, y.cols, "the shape of y");
+  check_weight(check, weight, y.cols);
+  checks::require_tile_size(check, "bn", bn);
+  check.throw_if_error();
+  ResidualRmsNorm out;
+  out.residual = y;
+  for (std::size_t i = 0; i < y.data.size(); ++i) out.residual.data[i] += residual.data[i];
+  out.sum_squares = row_partial_sums_of_squares(out.residual, bn);
+  out.weighted = times_weight(out.residual, weight);
+  return out;
+}
+
+Vector rstd_from_partials(const Matrix& sum_squares, int64_t hidden, double eps) {
+  ArgumentCheck check("coda::ref::rstd_from_partials");
+  check.positive("hidden", hidden, "hidden");
+  checks::require_epsilon(check, "eps", eps);
+  check.throw_if_error();
+  Vector rstd = combine_row_partials(sum_squares, Combine::sum);
+  for (double& r : rstd) r = 1.0 / std::sqrt(r / double(hidden) + eps);
+  return rstd;
+}
+
+Matrix row_scale(const Matrix& y, const Vector& scale) {
+  ArgumentCheck check("coda::ref::row_scale");
+  check_row_vector(check, "scale", scale, y.rows);
+  check.throw_if_error();
+  Matrix out = y;
+  for (int64_t m = 0; m < y.rows; ++m)
+    for (int64_t n = 0; n < y.cols; ++n) out(m, n) *= scale[std::size_t(m)];
+  return out;
+}
+
+RowScaleBackward row_scale_backward(const Matrix& grad_output, const Matrix& y, const Vector& scale) {
+  ArgumentCheck check("coda::ref::row_scale_backward");
+  checks::require_shape(check, "grad_output", grad_output, y.rows, y.cols, "the shape of y");
+  check_row_vector(check, "scale", scale, y.rows);
+  check.throw_if_error();
+  return {row_scale(grad_output, scale), row_dots(grad_output, y)};
+}
+
+Vector rmsnorm_backward_coefficient(const Matrix& row_dot_partials, int64_t hidden) {
+  ArgumentCheck check("coda::ref::rmsnorm_backward_coefficient");
+  check.positive("hidden", hidden, "hidden");
+  check.throw_if_error();
+  Vector c = combine_row_partials(row_dot_partials, Combine::sum);
+  for (double& v : c) v /= double(hidden);
+  return c;
+}
+
+ResidualRmsNormBackward residual_rmsnorm_backward(const Matrix& d, const Matrix& h, const Vector& rstd,
+                                                  const Vector& weight, const Vector& c,
+                                                  const Matrix& grad_residual_in, int64_t bm) {
+  ArgumentCheck check("coda::ref::residual_rmsnorm_backward");
+  checks::require_shape(check, "h", h, d.rows, d.cols, "the shape of d");
+  check_row_vector(check, "rstd", rstd, d.rows);
+  check_weight(check, weight, d.cols);
+  check_row_vector(check, "c", c, d.rows);
+  checks::require_shape(check, "grad_residual_in", grad_residual_in, d.rows, d.cols, "the shape of d");
+  checks::require_tile_size(check, "bm", bm);
+  check.throw_if_error();
+
+  Matrix normalized_h(d.rows, d.cols);  // rstd H: what dg's columns sum against
+  ResidualRmsNormBackward out{Matrix(d.rows, d.cols), Matrix(), normalize(h, rstd, weight)};
+  for (int64_t m = 0; m < d.rows; ++m) {
+    const double r = rstd[std::size_t(m)];
+    for (int64_t n = 0; n < d.cols; ++n) {
+      normalized_h(m, n) = r * h(m, n);
+      out.grad_residual(m, n) =
+          grad_residual_in(m, n) + r * (d(m, n) * weight[std::size_t(n)] - r * h(m, n) * c[std::size_t(m)]);
+    }
+  }
+  out.weight_grad_partials = column_partial_dots(d, normalized_h, bm);
+  return out;
+}
+
+}  // namespace coda::ref

@@ -1,0 +1,210 @@
+// MoE routing's oracle: each mode by hand, tie-breaking, NaN scores, DeepSeek-V3's grouped
+// selection, renormalization, the bias that steers selection but not weights, and validation.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "coda/core/layout.hpp"
+#include "coda/reference/epilogues.hpp"
+#include "coda/reference/gemm.hpp"
+#include "coda/reference/moe.hpp"
+#include "reference/support.hpp"
+#include "support/random.hpp"
+
+namespace coda::ref {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double ln2 = std::log(2.0), ln3 = std::log(3.0);
+
+Matrix row(std::vector<double> values) {
+  Matrix m(1, int64_t(values.size()));
+  m.data = std::move(values);
+  return m;
+}
+
+std::vector<int32_t> ids_of(const Routing& r, int64_t m = 0) {
+  return {r.ids.begin() + m * r.weights.cols, r.ids.begin() + (m + 1) * r.weights.cols};
+}
+
+// The raw score whose sigmoid is p.
+double logit(double p) { return std::log(p / (1 - p)); }
+
+TEST(ReferenceMoe, SoftmaxTopkHandComputed) {
+  // scores (0, ln 3, -1, -2), k 2: experts 1 and 0; softmax over (ln 3, 0) = (3/4, 1/4)
+  const Routing r = route(row({0, ln3, -1, -2}), {.mode = RoutingMode::softmax_topk, .k = 2});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 0}));
+  EXPECT_NEAR(r.weights(0, 0), 0.75, 1e-15);
+  EXPECT_NEAR(r.weights(0, 1), 0.25, 1e-15);
+}
+
+TEST(ReferenceMoe, TopkSoftmaxHandComputed) {
+  // scores (0, ln 3, ln 2, ln 2): softmax over all = (1, 3, 2, 2) / 8; k 2 takes expert 1, then
+  // expert 2 (tied with 3, the lower id wins): weights (3/8, 2/8), renormalized (3/5, 2/5)
+  const Matrix scores = row({0, ln3, ln2, ln2});
+  Routing r = route(scores, {.mode = RoutingMode::topk_softmax, .k = 2});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 2}));
+  EXPECT_NEAR(r.weights(0, 0), 3.0 / 8, 1e-15);
+  EXPECT_NEAR(r.weights(0, 1), 2.0 / 8, 1e-15);
+  r = route(scores, {.mode = RoutingMode::topk_softmax, .k = 2, .renormalize = true});
+  EXPECT_NEAR(r.weights(0, 0), 3.0 / 5, 1e-15);
+  EXPECT_NEAR(r.weights(0, 1), 2.0 / 5, 1e-15);
+}
+
+TEST(ReferenceMoe, SigmoidBiasSteersSelectionButNotWeights) {
+  // sigmoid of (0, ln 3, -ln 3, 0) = (1/2, 3/4, 1/4, 1/2); bias (0, 0, 0.6, 0.3) makes the selection
+  // scores (0.5, 0.75, 0.85, 0.8): experts 2 and 3 win although expert 1 has the largest sigmoid.
+  // Weights are the sigmoids without bias, (1/4, 1/2); renormalized (1/3, 2/3); times 2.5: (5/6, 5/3).
+  const Matrix scores = row({0, ln3, -ln3, 0});
+  RoutingOptions options{.mode = RoutingMode::sigmoid_bias, .k = 2, .expert_bias = {0, 0, 0.6, 0.3}};
+  Routing r = route(scores, options);
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{2, 3}));
+  EXPECT_NEAR(r.weights(0, 0), 0.25, 1e-15);
+  EXPECT_NEAR(r.weights(0, 1), 0.5, 1e-15);
+  options.renormalize = true;
+  options.routed_scaling_factor = 2.5;
+  r = route(scores, options);
+  EXPECT_NEAR(r.weights(0, 0), 5.0 / 6, 1e-15);
+  EXPECT_NEAR(r.weights(0, 1), 5.0 / 3, 1e-15);
+  // without the bias the largest sigmoids win
+  EXPECT_EQ(ids_of(route(scores, {.mode = RoutingMode::sigmoid_bias, .k = 2})), (std::vector<int32_t>{1, 0}));
+}
+
+TEST(ReferenceMoe, GroupedSelectionHandComputed) {
+  // 8 experts in 4 groups of 2, sigmoid scores p below. Group scores (sum of the two best):
+  // 1.1, 1.15, 1.0, 0.95; the best 2 groups are 1 and 0, so experts {0, 1, 2, 3} remain and
+  // k = 3 picks 0 (0.9), 2 (0.6), 3 (0.55). Ungrouped, expert 4 (0.95) would have come first.
+  const std::vector<double> p{0.9, 0.2, 0.6, 0.55, 0.95, 0.05, 0.5, 0.45};
+  Matrix scores(1, 8);
+  for (int64_t e = 0; e < 8; ++e) scores(0, e) = logit(p[std::size_t(e)]);
+  RoutingOptions options{.mode = RoutingMode::sigmoid_bias, .k = 3, .n_group = 4, .topk_group = 2};
+  const Routing r = route(scores, options);
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{0, 2, 3}));
+  EXPECT_NEAR(r.weights(0, 0), 0.9, 1e-15);
+  EXPECT_NEAR(r.weights(0, 1), 0.6, 1e-15);
+  EXPECT_NEAR(r.weights(0, 2), 0.55, 1e-15);
+  options.n_group = 1;
+  options.topk_group = 1;
+  EXPECT_EQ(ids_of(route(scores, options)), (std::vector<int32_t>{4, 0, 2}));
+}
+
+TEST(ReferenceMoe, TiesGoToTheLowerId) {
+  EXPECT_EQ(ids_of(route(row({1, 1, 1, 1}), {.k = 2})), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(ids_of(route(row({2, 5, 5, 1}), {.k = 2})), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(ids_of(route(row({2, 5, 5, 1}), {.mode = RoutingMode::topk_softmax, .k = 3})),
+            (std::vector<int32_t>{1, 2, 0}));
+  // tied groups too: every score equal, so groups 0 and 1 are kept and experts 0, 1, 2 chosen
+  const Routing r =
+      route(Matrix(1, 8, 0.0), {.mode = RoutingMode::sigmoid_bias, .k = 3, .n_group = 4, .topk_group = 2});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(r.weights.data, (std::vector<double>{0.5, 0.5, 0.5}));
+}
+
+TEST(ReferenceMoe, NaNScoresAreNeverSelected) {
+  const Matrix scores = row({kNaN, 1, kNaN, 0});
+  // softmax_topk: experts 1 and 3, softmax over (1, 0) = (e, 1) / (e + 1)
+  Routing r = route(scores, {.k = 2});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 3}));
+  EXPECT_NEAR(r.weights(0, 0), std::exp(1.0) / (std::exp(1.0) + 1), 1e-15);
+  // topk_softmax leaves NaN out of the softmax as well, so the weights stay finite
+  r = route(scores, {.mode = RoutingMode::topk_softmax, .k = 2});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 3}));
+  EXPECT_NEAR(r.weights(0, 1), 1 / (std::exp(1.0) + 1), 1e-15);
+  // fewer selectable experts than k: the last slots hold id -1 and weight 0
+  r = route(scores, {.mode = RoutingMode::sigmoid_bias, .k = 3, .renormalize = true});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 3, -1}));
+  EXPECT_EQ(r.weights(0, 2), 0.0);
+  EXPECT_NEAR(r.weights(0, 0) + r.weights(0, 1), 1.0, 1e-15);
+  // a group with one selectable expert scores -inf but may still be kept to fill topk_group
+  r = route(row({kNaN, 0.5, 1, 2}), {.mode = RoutingMode::sigmoid_bias, .k = 3, .n_group = 2, .topk_group = 2});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{3, 2, 1}));
+  r = route(row({kNaN, 3, 1, 2}), {.mode = RoutingMode::sigmoid_bias, .k = 2, .n_group = 2, .topk_group = 1});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{3, 2}));  // group 0's single expert 1 cannot make it score
+}
+
+TEST(ReferenceMoe, RenormalizedWeightsSumToOneAndSlotsAreOrdered) {
+  SCOPED_TRACE(test::seed_note());
+  const int64_t m = 16, experts = 64, k = 6;
+  const Matrix scores = test::random_matrix(m, experts, -3, 3);
+  const Vector bias = test::random_vector(experts, -0.2, 0.2);
+  const RoutingOptions cases[] = {
+      {.mode = RoutingMode::softmax_topk, .k = k},
+      {.mode = RoutingMode::topk_softmax, .k = k, .renormalize = true},
+      {.mode = RoutingMode::sigmoid_bias,
+       .k = k,
+       .renormalize = true,
+       .expert_bias = bias,
+       .n_group = 8,
+       .topk_group = 3},
+  };
+  const Activation sigmoid = Activation::sigmoid();
+  for (const RoutingOptions& options : cases) {
+    SCOPED_TRACE(int(options.mode));
+    const Routing r = route(scores, options);
+    for (int64_t t = 0; t < m; ++t) {
+      double total = 0;
+      for (int64_t s = 0; s < k; ++s) total += r.weights(t, s);
+      EXPECT_NEAR(total, 1.0, 1e-14);
+      const std::vector<int32_t> ids = ids_of(r, t);
+      EXPECT_EQ(std::set<int32_t>(ids.begin(), ids.end()).size(), std::size_t(k));  // distinct experts
+      for (int64_t s = 0; s + 1 < k; ++s) {
+        const int32_t a = ids[std::size_t(s)], b = ids[std::size_t(s + 1)];
+        const bool sig = options.mode == RoutingMode::sigmoid_bias;
+        const double score_a = sig ? sigmoid(scores(t, a)) + bias[std::size_t(a)] : scores(t, a);
+        const double score_b = sig ? sigmoid(scores(t, b)) + bias[std::size_t(b)] : scores(t, b);
+        EXPECT_GE(score_a, score_b);  // descending selection score
+      }
+    }
+  }
+}
+
+TEST(ReferenceMoe, RouteFromActivationsUsesTheRouterGemm) {
+  SCOPED_TRACE(test::seed_note());
+  const Matrix x = test::random_matrix(7, 12), w = test::random_matrix(16, 12);
+  const RoutingOptions options{.mode = RoutingMode::topk_softmax, .k = 4};
+  const Routing direct = moe_route(x, w, options);
+  const Routing from_scores = route(gemm(x, Major::k, w, Major::k), options);
+  EXPECT_EQ(direct.ids, from_scores.ids);
+  EXPECT_EQ(direct.weights.data, from_scores.weights.data);
+}
+
+TEST(ReferenceMoe, Validates) {
+  const Matrix scores = test::random_matrix(2, 8);
+  auto message = [&](const RoutingOptions& o) { return test::invalid_argument_message([&] { route(scores, o); }); };
+  EXPECT_THAT(message({.k = 0}), HasSubstr("coda::ref::route: argument 'options.k': is 0 but must lie in [1, 8]"));
+  EXPECT_THAT(message({.k = 9}), HasSubstr("argument 'options.k'"));
+  EXPECT_THAT(test::invalid_argument_message([] { route(test::random_matrix(1, 257), {}); }),
+              HasSubstr("argument 'scores': holds 257 experts but must hold 1 to 256"));
+  EXPECT_THAT(message({.mode = RoutingMode::topk_softmax, .expert_bias = Vector(8, 0.1)}),
+              HasSubstr("argument 'options.expert_bias': is used only by mode sigmoid_bias"));
+  EXPECT_THAT(message({.mode = RoutingMode::softmax_topk, .n_group = 2}),
+              HasSubstr("argument 'options.n_group': is 2 but grouped selection exists only in mode sigmoid_bias"));
+  EXPECT_THAT(message({.mode = RoutingMode::sigmoid_bias, .expert_bias = Vector(7, 0.1)}),
+              HasSubstr("argument 'options.expert_bias': has 7 entries but must have 8"));
+  EXPECT_THAT(message({.mode = RoutingMode::sigmoid_bias, .expert_bias = {0, 0, 0, kNaN, 0, 0, 0, 0}}),
+              HasSubstr("argument 'options.expert_bias': must be finite"));
+  EXPECT_THAT(message({.mode = RoutingMode::sigmoid_bias, .n_group = 3}),
+              HasSubstr("argument 'options.n_group': is 3 but must be >= 1 and divide the number of experts (8)"));
+  EXPECT_THAT(message({.mode = RoutingMode::sigmoid_bias, .n_group = 0}), HasSubstr("argument 'options.n_group'"));
+  EXPECT_THAT(message({.mode = RoutingMode::sigmoid_bias, .n_group = 8, .topk_group = 2}),
+              HasSubstr("argument 'options.n_group': gives groups of 1 expert(s)"));
+  EXPECT_THAT(message({.mode = RoutingMode::sigmoid_bias, .n_group = 2, .topk_group = 3}),
+              HasSubstr("argument 'options.topk_group': is 3 but must lie in [1, n_group = 2]"));
+  EXPECT_THAT(message({.mode = RoutingMode::sigmoid_bias, .k = 3, .n_group = 4, .topk_group = 1}),
+              HasSubstr("argument 'options.k': is 3 but the 1 kept group(s) hold only 2 experts"));
+  EXPECT_THAT(message({.routed_scaling_factor = 0}), HasSubstr("argument 'options.routed_scaling_factor'"));
+  const Matrix x = test::random_matrix(2, 3);
+  EXPECT_THAT(test::invalid_argument_message([&] { moe_route(x, test::random_matrix(8, 4), {}); }),
+              HasSubstr("coda::ref::moe_route: argument 'router_weight': is (8 x 4) but x is (2 x 3)"));
+  EXPECT_THAT(test::invalid_argument_message([&] { moe_route(x, test::random_matrix(300, 3), {}); }),
+              HasSubstr("coda::ref::moe_route: argument 'router_weight': holds 300 experts"));
+}
+
+}  // namespace
+}  // namespace coda::ref
