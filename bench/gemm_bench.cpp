@@ -128,6 +128,7 @@ Row measure(const Shape& shape, DType dtype, const GemmOptions& forced, CublasGe
     const std::size_t ws = gemm_workspace_bytes(a, b, c, options);
     if (ws > 0) {
       CODA_CUDA_CHECK(cudaMalloc(&buf.workspace, ws));
+      CODA_CUDA_CHECK(cudaMemsetAsync(buf.workspace, 0, ws, stream));  // zeroed once; every call leaves it so
       options.workspace = buf.workspace;
       options.workspace_bytes = ws;
     }
@@ -185,6 +186,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const std
     f << "    {\"group\": \"" << r.shape.group << "\", \"label\": \"" << r.shape.label << "\", \"m\": " << r.shape.m
       << ", \"n\": " << r.shape.n << ", \"k\": " << r.shape.k << ", \"majors\": \"" << majors(r.shape)
       << "\", \"tile\": \"" << name(r.plan.tile) << "\", \"split_k\": " << r.plan.split_k
+      << ", \"stream_k_tiles\": " << r.plan.stream_k_tiles
       << ", \"coda_ms\": " << r.ours.median_ms << ", \"cublas_ms\": " << r.cublas.median_ms
       << ", \"coda_tflops\": " << tflops(r.shape, r.ours) << ", \"cublas_tflops\": " << tflops(r.shape, r.cublas)
       << ", \"ratio_cublas_over_coda\": " << r.cublas.median_ms / r.ours.median_ms
@@ -243,7 +245,9 @@ int gemm_benchmark(int argc, char** argv) {
     log_sums[s.group].first += std::log(ratio);
     log_sums[s.group].second += 1;
     const std::string dims = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
-    const std::string plan = std::string(name(r.plan.tile)) + (r.plan.split_k > 1 ? " sk" + std::to_string(r.plan.split_k) : "");
+    const std::string plan = std::string(name(r.plan.tile)) +
+                             (r.plan.split_k > 1 ? " split" + std::to_string(r.plan.split_k) : "") +
+                             (r.plan.stream_k_tiles > 0 ? " sk" + std::to_string(r.plan.stream_k_tiles) : "");
     std::printf("%-12s %-22s %-24s %-9s %-16s %9.4f %7.1f %9.4f %7.1f %7.3f %9.2e\n", s.group.c_str(), s.label.c_str(),
                 dims.c_str(), majors(s).c_str(), plan.c_str(), r.ours.median_ms, tflops(s, r.ours), r.cublas.median_ms,
                 tflops(s, r.cublas), ratio, r.difference);

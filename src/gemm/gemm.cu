@@ -37,16 +37,16 @@ struct Problem {
 
 struct TileFacts {
   int block_m, block_n, cluster_m, cluster_n;
-  bool split_k;
   double relative_speed;  // per-tile throughput relative to the largest tiles (a planning estimate)
+  int cluster_size() const { return cluster_m * cluster_n; }
 };
 
 TileFacts facts(GemmTile t) {
   switch (t) {
-    case GemmTile::m128n256: return {128, 256, 2, 1, false, 1.0};
-    case GemmTile::m256n128: return {256, 128, 1, 2, false, 1.0};
-    case GemmTile::m128n128: return {128, 128, 1, 1, true, 0.9};
-    case GemmTile::m64n256: return {64, 256, 1, 1, true, 0.8};
+    case GemmTile::m128n256: return {128, 256, 2, 1, 1.0};
+    case GemmTile::m256n128: return {256, 128, 1, 2, 1.0};
+    case GemmTile::m128n128: return {128, 128, 1, 1, 0.9};
+    case GemmTile::m64n256: return {64, 256, 1, 1, 0.8};
     case GemmTile::automatic: break;
   }
   throw InternalError("coda::gemm: no facts for the automatic tile");
@@ -109,6 +109,7 @@ Problem validate(const GemmOperand& a, const GemmOperand& b, const TensorView& c
       .tma_aligned("c", c)
       .require(options.split_k >= 0, "options.split_k", concat("is ", options.split_k, " but must be >= 0"))
       .require(options.raster_group >= 0, "options.raster_group", concat("is ", options.raster_group, " but must be >= 0"))
+      .require(options.max_ctas >= 0, "options.max_ctas", concat("is ", options.max_ctas, " but must be >= 0"))
       .require(options.workspace != nullptr || options.workspace_bytes == 0, "options.workspace",
                "is null but workspace_bytes is not 0");
   check.throw_if_error();
@@ -134,64 +135,101 @@ double estimated_cost(const Problem& p, GemmTile t, int ctas) {
   return waves * double(f.block_m * f.block_n) / (128.0 * 256.0) / f.relative_speed;
 }
 
-std::size_t workspace_bytes_for(const Problem& p, GemmTile t, int splits) {
-  if (splits <= 1) return 0;
-  const TileFacts f = facts(t);
-  const int64_t tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
-  const std::size_t arrivals = std::size_t(ceil_div(tiles * 4, 256) * 256);
-  return arrivals + std::size_t(tiles) * std::size_t(splits - 1) * std::size_t(f.block_m * f.block_n) * 4;
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The stream-K tail deals tiles * k_blocks iterations to C clusters as contiguous ranges
+// [c I / C, (c + 1) I / C); a tile has one segment per range it meets (see scheduler.cuh).
+int max_segments_per_tile(int64_t tiles, int64_t k_blocks, int64_t clusters) {
+  const int64_t iterations = tiles * k_blocks;
+  auto owner = [&](int64_t x) { return ((x + 1) * clusters - 1) / iterations; };
+  int64_t most = 1;
+  for (int64_t t = 0; t < tiles; ++t) most = std::max(most, owner(t * k_blocks + k_blocks - 1) - owner(t * k_blocks) + 1);
+  return int(most);
 }
 
-GemmPlan make_plan(const Problem& p, const GemmOptions& options) {
-  GemmPlan plan;
-  plan.tile = options.tile;
-  if (plan.tile == GemmTile::automatic) {
+// Workspace: the arrival counters (one per CTA tile in several segments), then the partials.
+std::size_t workspace_bytes_for(const TileFacts& f, int64_t counters, int64_t slots_per_counter) {
+  if (counters == 0) return 0;
+  return std::size_t(round_up(counters * 4, 256)) + std::size_t(counters * slots_per_counter) * std::size_t(f.block_m) *
+                                                        std::size_t(f.block_n) * 4;
+}
+
+struct Plan {
+  GemmPlan public_plan;
+  int64_t cluster_tiles = 0;
+  int max_segments = 1;
+  int64_t counters = 0;
+};
+
+Plan make_plan(const Problem& p, const GemmOptions& options) {
+  Plan plan;
+  GemmPlan& out = plan.public_plan;
+  out.tile = options.tile;
+  if (out.tile == GemmTile::automatic) {
     if (p.m <= 64) {
-      plan.tile = GemmTile::m64n256;
+      out.tile = GemmTile::m64n256;
     } else {
       double best = 0;
       for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128}) {
         const double cost = estimated_cost(p, t, resident_ctas(t));
-        if (plan.tile == GemmTile::automatic || cost < best * 0.999) {
-          plan.tile = t;
+        if (out.tile == GemmTile::automatic || cost < best * 0.999) {
+          out.tile = t;
           best = cost;
         }
       }
     }
   }
-  const TileFacts f = facts(plan.tile);
-  const int ctas = resident_ctas(plan.tile);
-  plan.output_tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  const TileFacts f = facts(out.tile);
+  const int cluster = f.cluster_size();
+  int ctas = resident_ctas(out.tile);
+  if (options.max_ctas > 0) ctas = std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster));
+  const int64_t clusters = ctas / cluster;
+  out.output_tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  plan.cluster_tiles = ceil_div(ceil_div(p.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(p.n, f.block_n), f.cluster_n) * p.batch;
   const int64_t k_blocks = ceil_div(p.k, 64);
+  const bool has_workspace = options.workspace != nullptr;
 
   if (options.split_k > 1) {
     ArgumentCheck check("coda::gemm");
-    check.require(f.split_k, "options.split_k",
-                  concat("split-K is not available with tile ", name(plan.tile), " (use m128n128 or m64n256)"),
-                  StatusCode::unsupported)
-        .require(options.split_k <= k_blocks, "options.split_k",
-                 concat("is ", options.split_k, " but K = ", p.k, " has only ", k_blocks, " blocks of 64"));
+    check.require(options.split_k <= k_blocks, "options.split_k",
+                  concat("is ", options.split_k, " but K = ", p.k, " has only ", k_blocks, " blocks of 64"));
     check.throw_if_error();
-    plan.split_k = options.split_k;
-  } else if (options.split_k == 0 && f.split_k && options.workspace != nullptr && plan.output_tiles * 2 <= ctas) {
+    out.split_k = options.split_k;
+  } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
     // Few tiles leave SMs idle: split K while each split keeps at least 4 blocks of 64.
-    const int64_t by_sms = ctas / plan.output_tiles;
-    plan.split_k = int(std::max<int64_t>(1, std::min<int64_t>({by_sms, k_blocks / 4, 16})));
-    if (workspace_bytes_for(p, plan.tile, plan.split_k) > options.workspace_bytes) plan.split_k = 1;
+    out.split_k = int(std::max<int64_t>(1, std::min<int64_t>({clusters / plan.cluster_tiles, k_blocks / 4, 16})));
   }
-  plan.workspace_bytes = workspace_bytes_for(p, plan.tile, plan.split_k);
-  if (plan.split_k > 1) {
+  if (out.split_k == 1 && options.stream_k && has_workspace && plan.cluster_tiles > clusters && k_blocks >= 8 &&
+      clusters * k_blocks < INT32_MAX) {  // the device counts stream-K iterations in 32 bits
+    // The last, partial wave would leave (1 - tail / clusters) of the SMs idle: share it out.
+    const int64_t tail = plan.cluster_tiles % clusters;
+    if (tail > 0 && tail * 20 < clusters * 19) {
+      out.stream_k_tiles = int(tail);
+      plan.max_segments = max_segments_per_tile(tail, k_blocks, clusters);
+    }
+  }
+  if (out.split_k > 1) {
+    plan.counters = plan.cluster_tiles * cluster;
+    plan.max_segments = out.split_k;
+  } else if (out.stream_k_tiles > 0) {
+    plan.counters = int64_t(out.stream_k_tiles) * cluster;
+  }
+  out.workspace_bytes = workspace_bytes_for(f, plan.counters, plan.max_segments);
+  if (out.workspace_bytes > options.workspace_bytes) {
+    // An explicit split must get its workspace; the automatic plans fall back to whole tiles.
     ArgumentCheck check("coda::gemm");
-    check.require(options.workspace_bytes >= plan.workspace_bytes, "options.workspace",
-                  concat("holds ", options.workspace_bytes, " bytes but split-K x", plan.split_k, " needs ",
-                         plan.workspace_bytes, " (see coda::gemm_workspace_bytes)"));
+    check.require(options.split_k <= 1, "options.workspace",
+                  concat("holds ", options.workspace_bytes, " bytes but split-K x", out.split_k, " needs ",
+                         out.workspace_bytes, " (see coda::gemm_workspace_bytes)"));
     check.throw_if_error();
+    out.split_k = 1;
+    out.stream_k_tiles = 0;
+    plan.counters = 0;
+    plan.max_segments = 1;
+    out.workspace_bytes = 0;
   }
-  const int64_t clusters_of_work =
-      ceil_div(ceil_div(p.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(p.n, f.block_n), f.cluster_n) * p.batch *
-      plan.split_k;
-  const int cluster = f.cluster_m * f.cluster_n;
-  plan.ctas = int(std::min<int64_t>(clusters_of_work, ctas / cluster) * cluster);
+  const int64_t work_clusters = out.split_k > 1 ? plan.cluster_tiles * out.split_k : plan.cluster_tiles;
+  out.ctas = int(std::min<int64_t>(work_clusters, clusters) * cluster);
   return plan;
 }
 
@@ -220,27 +258,26 @@ CUtensorMap operand_map(const GemmOperand& op, uint32_t rows_per_load, const cha
 GemmPlan plan_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options) {
   const Problem p = validate(a, b, c, options);
   require_hopper();
-  return make_plan(p, options);
+  return make_plan(p, options).public_plan;
 }
 
 std::size_t gemm_workspace_bytes(const GemmOperand& a, const GemmOperand& b, const TensorView& c,
                                  const GemmOptions& options) {
   const Problem p = validate(a, b, c, options);
   require_hopper();
-  GemmOptions sizing = options;
-  if (sizing.workspace == nullptr) {  // size for the split the heuristic would choose with room to spare
-    sizing.workspace = reinterpret_cast<void*>(uintptr_t(256));
-    sizing.workspace_bytes = SIZE_MAX;
-  }
-  return make_plan(p, sizing).workspace_bytes;
+  GemmOptions sizing = options;  // as if a workspace of any size were given
+  sizing.workspace = reinterpret_cast<void*>(uintptr_t(256));
+  sizing.workspace_bytes = SIZE_MAX;
+  return make_plan(p, sizing).public_plan.workspace_bytes;
 }
 
 void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream,
           const GemmOptions& options) {
   const Problem p = validate(a, b, c, options);
   require_hopper();
-  const GemmPlan plan = make_plan(p, options);
-  const TileFacts f = facts(plan.tile);
+  const Plan plan = make_plan(p, options);
+  const GemmPlan& chosen = plan.public_plan;
+  const TileFacts f = facts(chosen.tile);
 
   mainloop::StoreKernelParams params{};
   params.a = operand_map(a, uint32_t(f.block_m / f.cluster_n), "a");
@@ -258,19 +295,18 @@ void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaS
   s.cluster_rows = int32_t(ceil_div(s.tiles_m, f.cluster_m));
   s.cluster_cols = int32_t(ceil_div(s.tiles_n, f.cluster_n));
   s.batches = int32_t(p.batch);
-  s.splits = plan.split_k;
+  s.cluster_tiles = int32_t(plan.cluster_tiles);
   s.k_blocks = int32_t(ceil_div(p.k, 64));
   s.group_m = options.raster_group > 0 ? options.raster_group : 8;
-  s.units = int32_t(int64_t(s.cluster_rows) * s.cluster_cols * s.batches * s.splits);
-
-  if (plan.split_k > 1) {
+  s.splits = chosen.split_k;
+  s.stream_k_tiles = chosen.stream_k_tiles;
+  s.max_segments = plan.max_segments;
+  if (plan.counters > 0) {
     auto* base = static_cast<uint8_t*>(options.workspace);
-    const std::size_t arrivals = std::size_t(ceil_div(plan.output_tiles * 4, 256) * 256);
-    params.split_k.arrivals = reinterpret_cast<int32_t*>(base);
-    params.split_k.partials = reinterpret_cast<float*>(base + arrivals);
-    CODA_CUDA_CHECK(cudaMemsetAsync(base, 0, arrivals, stream));
+    params.partials.arrivals = reinterpret_cast<int32_t*>(base);
+    params.partials.partials = reinterpret_cast<float*>(base + round_up(plan.counters * 4, 256));
   }
-  launcher(plan.tile, p.input, a.major, b.major)(params, plan.ctas, stream);
+  launcher(chosen.tile, p.input, a.major, b.major)(params, chosen.ctas, stream);
 }
 
 Status try_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream,

@@ -77,6 +77,7 @@ GemmOutcome run_gemm_case(const GemmCase& c, int repeats) {
   GemmOutcome result;
   const std::size_t workspace = gemm_workspace_bytes({va, c.a_major}, {vb, c.b_major}, vc, options);
   DeviceBuffer dw(std::max<std::size_t>(workspace, 1));
+  CODA_CUDA_CHECK(cudaMemset(dw.get(), 0, dw.bytes()));  // the contract: zero-filled once, before first use
   if (workspace > 0 && options.workspace == nullptr) {
     options.workspace = dw.get();
     options.workspace_bytes = workspace;

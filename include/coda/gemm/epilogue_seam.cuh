@@ -5,13 +5,23 @@
 //   struct MyEpilogue {
 //     struct Params { ... };         // built on the host, passed by value in the kernel parameters
 //     struct SharedStorage { ... };  // carved out of the CTA's shared memory (staging space)
-//     template <class Accumulators>  // once per tile, by each consumer warpgroup
-//     __device__ void store_tile(const Params&, SharedStorage&, Accumulators&, const TileCoordinates&);
+//     template <class Acc> struct Pending { ... };  // what prepare() keeps for write()
+//     // Once per tile, by each consumer warpgroup, as soon as its accumulators are final:
+//     template <class Acc>
+//     __device__ void prepare(const Params&, SharedStorage&, Acc&, const TileCoordinates&, Pending<Acc>&);
+//     // After each MMA group the warpgroup issues for its next tile, step = 0, 1, ... until it
+//     // returns true (and repeatedly at the end, or when the next tile is shorter than the write):
+//     template <class Acc>
+//     __device__ bool write(const Params&, SharedStorage&, const Pending<Acc>&, const TileCoordinates&, int step);
 //     __device__ void finish(const Params&, SharedStorage&, const TileCoordinates&);  // before exit
 //   };
 //
-// Accumulators are fp32 register fragments in the wgmma accumulator layout (below); the
-// epilogue may transform them in place, reduce them, and must write its outputs itself.
+// prepare() does everything that needs the accumulators (the math; converting and packing the
+// results into a few registers); write() does the memory traffic (shared-memory staging, TMA
+// stores) in steps, each hidden behind one group of the next tile's MMAs. An epilogue with
+// nothing to defer does all its work in prepare() and has write() return true at once.
+//
+// Accumulators are fp32 register fragments in the wgmma accumulator layout (below).
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,18 @@
 // Any M, N, K >= 1, provided every row and batch stride is a multiple of 16 bytes and every
 // base address is 16-byte aligned (what the TMA unit can address); anything else is rejected
 // with an error naming the argument. Runs on sm_90 (H100/H200). No host synchronisation and no
-// allocation: split-K needs a workspace, which the caller provides (gemm_workspace_bytes()).
+// allocation.
+//
+// Workspace: with one (options.workspace), tiles may be computed in several K segments: split-K
+// when there are few output tiles (decode), and a stream-K tail that deals the last partial wave
+// of tiles out evenly over the SMs. Results stay bitwise deterministic. Size it with
+// gemm_workspace_bytes(); zero-fill it once before its first use (cudaMemsetAsync): every call
+// leaves it zeroed again, so one workspace serves any number of calls ordered on a stream (not
+// concurrent ones).
+//
+//   std::size_t bytes = coda::gemm_workspace_bytes(a, b, c);
+//   cudaMallocAsync(&ws, bytes, stream); cudaMemsetAsync(ws, 0, bytes, stream);
+//   coda::gemm(a, b, c, stream, {.workspace = ws, .workspace_bytes = bytes});
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,8 +46,8 @@ enum class GemmTile : uint8_t {
   automatic,  // let the heuristic pick
   m128n256,   // large GEMMs; 2-CTA clusters share B by multicast
   m256n128,   // large GEMMs; 2-CTA clusters share A by multicast
-  m128n128,   // medium shapes (more tiles to fill the GPU); supports split-K
-  m64n256,    // decode-sized M <= 64; supports split-K
+  m128n128,   // medium shapes (more tiles to fill the GPU)
+  m64n256,    // decode-sized M <= 64
 };
 
 std::string_view name(GemmTile tile);
@@ -44,8 +55,10 @@ std::string_view name(GemmTile tile);
 struct GemmOptions {
   GemmTile tile = GemmTile::automatic;
   int split_k = 0;             // 0: heuristic (splits only when a workspace is given); 1: never; n: exactly n
+  bool stream_k = true;        // share the last partial wave by K iterations (needs a workspace)
   int raster_group = 0;        // tile-order group height in cluster rows; 0: default (8)
-  void* workspace = nullptr;   // device memory of at least gemm_workspace_bytes() bytes
+  int max_ctas = 0;            // cap on persistent CTAs (e.g. to leave SMs to other work); 0: all SMs
+  void* workspace = nullptr;   // zero-filled device memory of at least gemm_workspace_bytes() bytes
   std::size_t workspace_bytes = 0;
 };
 
@@ -58,6 +71,7 @@ struct GemmOperand {
 struct GemmPlan {
   GemmTile tile = GemmTile::automatic;
   int split_k = 1;
+  int stream_k_tiles = 0;       // tiles (of clusters) finished in the stream-K tail
   int ctas = 0;                 // persistent CTAs launched
   int64_t output_tiles = 0;     // tiles of C (all batches)
   std::size_t workspace_bytes = 0;
@@ -74,8 +88,8 @@ Status try_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c,
 /// The plan gemm() would follow (validates the arguments; needs the device's properties).
 GemmPlan plan_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options = {});
 
-/// Workspace bytes the split-K plan for this problem needs (0 when the plan does not split).
-/// With options.split_k == 0 this is the size for the heuristic's preferred split.
+/// Workspace bytes this problem's best plan needs (0 when it computes every tile in one piece);
+/// options.workspace is ignored: the size assumes a workspace will be given.
 std::size_t gemm_workspace_bytes(const GemmOperand& a, const GemmOperand& b, const TensorView& c,
                                  const GemmOptions& options = {});
 

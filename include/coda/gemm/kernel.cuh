@@ -6,15 +6,17 @@
 // B tiles into a ring of `Stages` shared-memory slots, each guarded by two mbarriers ("full":
 // the slot's bytes have landed; "empty": every consumer is done reading it). Warpgroups 1 and 2
 // are consumers: each waits for a full slot, runs wgmma on its part of the tile, and releases
-// the slot once those wgmmas have retired. After the last K block of a tile each consumer hands
-// its accumulators to the epilogue and moves on to its next tile while the producer is already
-// filling the ring with that tile's operands, so the epilogue overlaps the next mainloop.
+// the slot once those wgmmas have retired. After the last K block of a tile each consumer has the
+// epilogue prepare its accumulators (math, conversion) and moves on; the epilogue then writes
+// the prepared results (staging, TMA stores) a step after each of the next tile's MMA groups,
+// in the shadow of the tensor cores, while the producer keeps the ring full.
 //
 // setmaxnreg moves registers from the producer (40 per thread) to the consumers (232), which
 // hold 128 fp32 accumulators each. CTAs in a 2-CTA cluster split the loading of a shared operand
-// tile and multicast it to both, halving that operand's L2 traffic. Split-K units write fp32
-// partials to a workspace; the last split of a tile adds them in split order (deterministic,
-// no atomics on data) and runs the epilogue.
+// tile and multicast it to both, halving that operand's L2 traffic. A tile computed in several K
+// segments (split-K, stream-K; see scheduler.cuh) has every segment publish its fp32 partial to a
+// workspace; the last to arrive adds them in segment order (deterministic, no atomics on data)
+// and runs the epilogue.
 #pragma once
 
 #include <cuda.h>
@@ -35,9 +37,9 @@
 
 namespace coda::mainloop {
 
-/// Split-K bookkeeping in global memory: one arrival counter per output tile (zeroed by the
-/// host before the launch) and fp32 partial tiles for every split but the last.
-struct SplitKWorkspace {
+/// Bookkeeping of tiles computed in several K segments: one arrival counter per tile, zero
+/// before the launch and reset to zero by the last arrival, and the segments' fp32 partials.
+struct PartialsWorkspace {
   int32_t* arrivals;
   float* partials;
 };
@@ -48,7 +50,7 @@ struct KernelParams {
   CUtensorMap b;
   ScheduleParams schedule;
   int32_t m, n;
-  SplitKWorkspace split_k;
+  PartialsWorkspace partials;
   EpilogueParams epilogue;
 };
 
@@ -61,12 +63,14 @@ struct SharedStorage {
   typename Epilogue::SharedStorage epilogue;
   uint64_t full[Config::kStages];
   uint64_t empty[Config::kStages];
+  int32_t last_arrival;  // broadcast of "this CTA completes the tile" to the consumers
 };
 
 template <class Config, class Element, class Epilogue>
 constexpr int kSharedBytes = int(sizeof(SharedStorage<Config, Element, Epilogue>)) + 1024;  // + alignment slack
 
-// Registers per thread after setmaxnreg: 40 * 128 + 2 * 232 * 128 = 64512 <= 65536.
+// Registers per thread after setmaxnreg: 40 * 128 + 2 * 232 * 128 = 64512 <= 65536. The consumers hold
+// 128 accumulators plus the held-back part of the previous tile (see store_epilogue.cuh).
 constexpr uint32_t kProducerRegisters = 40;
 constexpr uint32_t kConsumerRegisters = 232;
 
@@ -126,43 +130,54 @@ __device__ __forceinline__ void release_slot(uint64_t* empty, int lane) {
   }
 }
 
-/// Split-K: non-final splits publish their partial tile; the final split folds the partials in,
-/// in split order. Partials are stored in fragment order: value i of thread t of consumer c at
-/// [(i * Consumers + c) * 128 + t], so every access is a fully coalesced 128-thread row.
+/// A segment of a multi-segment tile: publish this segment's partial, count the arrival, and if
+/// it is the last, fold every segment's partial in, in segment order. Returns true when this CTA
+/// now holds the whole tile. Partials are stored in fragment order (value i of thread t of
+/// consumer c at [(i * Consumers + c) * 128 + t], fully coalesced), and only for the rows inside
+/// the problem, so a decode GEMM with M = 1 moves 1/64 of the tile. (Columns past N hold exact
+/// zeros, from TMA's zero fill of B, and cost little: they are not worth a predicate per value.)
 template <class Config, class Acc>
-__device__ __forceinline__ bool combine_split_k(const SplitKWorkspace& ws, const WorkUnit& unit, int splits,
-                                                Acc& acc, int consumer, int thread) {
+__device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, const ScheduleParams& schedule,
+                                                 const WorkUnit& unit, Acc& acc,
+                                                 int32_t& last_arrival, int32_t valid_rows, int consumer,
+                                                 int thread) {
   constexpr int kStride = Config::kConsumers * 128;  // floats between a thread's consecutive values
   constexpr int kTileFloats = Acc::kBlocks * Acc::kValuesPerBlock * kStride;
-  // This thread's column of the tile's partials; values sit at compile-time offsets from it.
-  float* column = ws.partials + int64_t(unit.tile_index) * (splits - 1) * kTileFloats + consumer * 128 + thread;
-  int32_t* arrivals = ws.arrivals + unit.tile_index;
+  float* column = ws.partials + int64_t(unit.counter) * slots_per_tile(schedule) * kTileFloats + consumer * 128 + thread;
+  auto inside = [&](int block, int i) { return Acc::row(block, i, thread) < valid_rows; };
 
-  if (unit.split < splits - 1) {
-    float* mine = column + int64_t(unit.split) * kTileFloats;
+  float* mine = column + int64_t(unit.segment) * kTileFloats;
 #pragma unroll
-    for (int b = 0; b < Acc::kBlocks; ++b)
+  for (int b = 0; b < Acc::kBlocks; ++b)
 #pragma unroll
-      for (int i = 0; i < Acc::kValuesPerBlock; ++i) __stcg(mine + (b * Acc::kValuesPerBlock + i) * kStride, acc.value[b][i]);
-    // Every consumer thread's stores must be visible before the arrival is counted.
-    __threadfence();
-    sm90::named_barrier_sync(3, 128 * Config::kConsumers);
-    if (consumer == 0 && thread == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(arrivals) : "memory");
-    return false;
-  }
+    for (int i = 0; i < Acc::kValuesPerBlock; ++i) {
+      if (inside(b, i)) __stcg(mine + (b * Acc::kValuesPerBlock + i) * kStride, acc.value[b][i]);
+    }
+  // Every thread's partial must be visible device-wide before the arrival is counted.
+  __threadfence();
+  sm90::named_barrier_sync(3, 128 * Config::kConsumers);
   if (consumer == 0 && thread == 0) {
-    int32_t seen = 0;
-    do {
-      asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(arrivals) : "memory");
-    } while (seen < splits - 1);
+    int32_t* counter = ws.arrivals + unit.counter;
+    int32_t before;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+    last_arrival = before == unit.segments - 1;
+    if (last_arrival) *counter = 0;  // every segment has arrived: ready for the next launch
   }
   sm90::named_barrier_sync(3, 128 * Config::kConsumers);
-  for (int split = 0; split < splits - 1; ++split) {
-    const float* theirs = column + int64_t(split) * kTileFloats;
+  if (!last_arrival) return false;
+  __threadfence();  // order the reads below after the acquiring atomic observed by this CTA
+  // Sum in segment order, own partial re-read too: the same bits whichever segment came last.
+  for (int segment = 0; segment < unit.segments; ++segment) {
+    const float* partial = column + int64_t(segment) * kTileFloats;
 #pragma unroll
     for (int b = 0; b < Acc::kBlocks; ++b)
 #pragma unroll
-      for (int i = 0; i < Acc::kValuesPerBlock; ++i) acc.value[b][i] += __ldcg(theirs + (b * Acc::kValuesPerBlock + i) * kStride);
+      for (int i = 0; i < Acc::kValuesPerBlock; ++i) {
+        if (inside(b, i)) {
+          const float v = __ldcg(partial + (b * Acc::kValuesPerBlock + i) * kStride);
+          acc.value[b][i] = segment == 0 ? v : acc.value[b][i] + v;
+        }
+      }
   }
   return true;
 }
@@ -181,8 +196,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
   const int warpgroup = int(threadIdx.x) / 128;
   const int thread = int(threadIdx.x) % 128;
   const uint32_t cta_rank = Config::kClusterSize > 1 ? sm90::cluster_cta_rank() : 0;
-  const int32_t cluster_id = int32_t(blockIdx.x) / Config::kClusterSize;
-  const int32_t clusters = int32_t(gridDim.x) / Config::kClusterSize;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -210,8 +223,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
         for (int r = 0; r < Config::kClusterN; ++r) mask_a |= uint16_t(1u << (r * Config::kClusterM + rank_m));
       int stage = 0;
       uint32_t phase = 0;
-      for (int32_t u = cluster_id; u < p.schedule.units; u += clusters) {
-        const WorkUnit unit = work_unit<Config::kClusterM, Config::kClusterN>(p.schedule, u, cta_rank);
+      WorkList<Config::kClusterM, Config::kClusterN> work(p.schedule);
+      for (WorkUnit unit; work.next(p.schedule, unit, cta_rank);) {
         const int32_t row_a = unit.tile_m * Config::kBlockM, row_b = unit.tile_n * Config::kBlockN;
         for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
           sm90::wait(&s.empty[stage], phase ^ 1);
@@ -240,10 +253,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
     coords.thread = thread;
     coords.problem_m = p.m;
     coords.problem_n = p.n;
+    // The previous tile's prepared results, written once this tile's first MMAs are issued.
+    typename Epilogue::template Pending<Acc> pending;
+    TileCoordinates pending_coords = coords;
+    bool has_pending = false;
+    int write_step = 0;
     int stage = 0;
     uint32_t phase = 0;
-    for (int32_t u = cluster_id; u < p.schedule.units; u += clusters) {
-      const WorkUnit unit = work_unit<Config::kClusterM, Config::kClusterN>(p.schedule, u, cta_rank);
+    WorkList<Config::kClusterM, Config::kClusterN> work(p.schedule);
+    for (WorkUnit unit; work.next(p.schedule, unit, cta_rank);) {
       Acc acc;
       int previous = -1;
       for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
@@ -260,6 +278,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
           }
         }
         sm90::wgmma_commit();
+        // The tensor cores have work: write a step of the previous tile's results meanwhile.
+        if (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
         // Keep one group in flight: once the previous one retires, its slot can be refilled.
         sm90::wgmma_wait<1>();
         if (previous >= 0) release_slot<Config>(&s.empty[previous], lane);
@@ -274,16 +294,23 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       for (int block = 0; block < Acc::kBlocks; ++block) sm90::accumulators_fence(acc.value[block]);
       release_slot<Config>(&s.empty[previous], lane);
 
-      if (p.schedule.splits > 1 &&
-          !combine_split_k<Config>(p.split_k, unit, p.schedule.splits, acc, consumer, thread))
-        continue;
       coords.row0 = unit.tile_m * Config::kBlockM + part_row;
       coords.col0 = unit.tile_n * Config::kBlockN + part_col;
+      if (unit.segments > 1 &&
+          !combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival, p.m - coords.row0, consumer,
+                                    thread))
+        continue;
       coords.batch = unit.batch;
       coords.tile_m = unit.tile_m;
       coords.tile_n = unit.tile_n;
-      epilogue.store_tile(p.epilogue, s.epilogue, acc, coords);
+      // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
+      while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
+      epilogue.prepare(p.epilogue, s.epilogue, acc, coords, pending);
+      pending_coords = coords;
+      has_pending = true;
+      write_step = 0;
     }
+    while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
     epilogue.finish(p.epilogue, s.epilogue, coords);
   }
   // No CTA may exit while a peer can still multicast into it or arrive on its barriers.

@@ -2,10 +2,11 @@
 // output type and write them with TMA stores.
 //
 // Each consumer warpgroup cuts its part of the tile into 64-row subtiles 128 bytes wide (64
-// 16-bit or 32 fp32 columns): registers -> shared memory (stmatrix for 16-bit outputs, in the
-// 128B-swizzled layout the TMA store expects, so neither side has bank conflicts) -> asynchronous
-// TMA stores, which complete while the warpgroup runs the next tile's mainloop. Rows and columns
-// past the problem edge are clipped by the TMA unit.
+// 16-bit or 32 fp32 columns): registers -> a ring of shared-memory staging buffers (stmatrix for
+// 16-bit outputs, in the 128B-swizzled layout the TMA store expects, so neither side has bank
+// conflicts) -> asynchronous TMA stores. The last two 16-bit subtiles are held back as packed
+// registers and written between the next tile's first MMA groups, so that part of the epilogue
+// costs no tensor-core time. Rows and columns past the problem edge are clipped by the TMA unit.
 #pragma once
 
 #include <cuda.h>
@@ -31,8 +32,7 @@ struct StoreParams {
 template <int Buffers>
 struct StoreEpilogue {
   static constexpr int kStagingBytes = 64 * 128;  // one 64-row x 128-byte subtile
-  static constexpr int kBuffers = Buffers;         // staging subtiles per consumer warpgroup
-  static_assert(Buffers >= 2 && Buffers % 2 == 0, "staging alternates between two halves");
+  static constexpr int kBuffers = Buffers;         // staging subtiles per consumer warpgroup (a ring)
 
   using Params = StoreParams;
 
@@ -40,13 +40,48 @@ struct StoreEpilogue {
     alignas(1024) uint8_t staging[2][Buffers][kStagingBytes];  // [consumer][buffer]
   };
 
+  // A 64 x 64 subtile of 16-bit results is 16 registers per thread (8 chunks x 2 rows, two
+  // values each). At most two subtiles are held back for write(): with 128 accumulators already
+  // live, more would spill.
   template <class Acc>
-  __device__ void store_tile(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t) {
+  static constexpr int kSubtiles16 = Acc::kBlocks * (Acc::kCols / 64);
+  template <class Acc>
+  static constexpr int kDeferred = kSubtiles16<Acc> < 2 ? kSubtiles16<Acc> : 2;
+
+  /// The last kDeferred subtiles of a tile, converted and packed two values per register.
+  template <class Acc>
+  struct Pending {
+    uint32_t packed[kDeferred<Acc>][16];
+  };
+
+  template <class Acc>
+  __device__ void prepare(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t, Pending<Acc>& out) {
     switch (p.output_type) {
-      case DType::bf16: store_subtiles<__nv_bfloat16>(p, s, acc, t); break;
-      case DType::f16: store_subtiles<__half>(p, s, acc, t); break;
-      default: store_subtiles<float>(p, s, acc, t); break;
+      case DType::bf16: prepare_16bit<__nv_bfloat16>(p, s, acc, t, out); break;
+      case DType::f16: prepare_16bit<__half>(p, s, acc, t, out); break;
+      default: {  // fp32 results cannot be held back in fewer registers: store all of them now
+        constexpr int kSubtilesPerBlock = Acc::kCols / 32;
+#pragma unroll
+        for (int sub = 0; sub < Acc::kBlocks * kSubtilesPerBlock; ++sub)
+          stage_subtile(p, s, t, sub / kSubtilesPerBlock, (sub % kSubtilesPerBlock) * 32, [&](uint8_t* staging) {
+            write_f32_subtile(staging, acc.value[sub / kSubtilesPerBlock], sub % kSubtilesPerBlock, t.thread);
+          });
+      }
     }
+  }
+
+  /// Write held-back subtile `step`; returns true once all are written.
+  template <class Acc>
+  __device__ bool write(const Params& p, SharedStorage& s, const Pending<Acc>& pending, const TileCoordinates& t,
+                        int step) {
+    if (p.output_type == DType::f32) return true;  // prepare() stored everything
+    constexpr int kFirst = kSubtiles16<Acc> - kDeferred<Acc>;
+#pragma unroll
+    for (int d = 0; d < kDeferred<Acc>; ++d)  // registers take constant indices only: select by step
+      if (d == step)
+        stage_subtile(p, s, t, (kFirst + d) / (Acc::kCols / 64), ((kFirst + d) % (Acc::kCols / 64)) * 64,
+                      [&](uint8_t* staging) { write_16bit_subtile(staging, pending.packed[d], t.thread); });
+    return step + 1 >= kDeferred<Acc>;
   }
 
   __device__ void finish(const Params&, SharedStorage&, const TileCoordinates& t) {
@@ -54,57 +89,52 @@ struct StoreEpilogue {
   }
 
  private:
-  int half_ = 0;  // which half of the staging ring the next group uses (when a tile needs several)
+  int next_buffer_ = 0;  // position in the staging ring
 
   // One named barrier per consumer warpgroup (ids 1 and 2; 0 is __syncthreads).
   __device__ static void sync_warpgroup(const TileCoordinates& t) { sm90::named_barrier_sync(1 + t.consumer, 128); }
 
-  // Subtiles are written in groups: registers -> staging for the whole group, one barrier, then
-  // one thread issues the group's TMA stores. When the whole tile fits the staging (the common
-  // case), a tile costs a single group, and the wait for the previous tile's stores never blocks:
-  // they were issued a whole mainloop ago. Otherwise groups alternate between the two halves of
-  // the staging, so writing one group overlaps the stores of the previous one.
-  template <class Out, class Acc>
-  __device__ void store_subtiles(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t) {
-    constexpr int kSubtileCols = 128 / int(sizeof(Out));
-    constexpr int kSubtilesPerBlock = Acc::kCols / kSubtileCols;
-    constexpr int kSubtiles = Acc::kBlocks * kSubtilesPerBlock;
-    constexpr bool kWholeTile = kSubtiles <= Buffers;
-    constexpr int kGroup = kWholeTile ? kSubtiles : Buffers / 2;
-    static_assert(kSubtiles % kGroup == 0);
-#pragma unroll
-    for (int group = 0; group < kSubtiles / kGroup; ++group) {
-      const int first_buffer = kWholeTile ? 0 : half_ * kGroup;
-      // The stores that last read these buffers must be done: with the whole tile staged that is
-      // the previous tile's group; otherwise the group before the previous one.
-      if (t.thread == 0) {
-        if constexpr (kWholeTile) sm90::tma_store_wait_read<0>();
-        else sm90::tma_store_wait_read<1>();
-      }
-      sync_warpgroup(t);
-#pragma unroll
-      for (int j = 0; j < kGroup; ++j) {
-        const int sub = group * kGroup + j;
-        uint8_t* staging = s.staging[t.consumer][first_buffer + j];
-        if constexpr (sizeof(Out) == 2)
-          write_16bit_subtile<Out>(staging, acc.value[sub / kSubtilesPerBlock], sub % kSubtilesPerBlock, t.thread);
-        else
-          write_f32_subtile(staging, acc.value[sub / kSubtilesPerBlock], sub % kSubtilesPerBlock, t.thread);
-      }
-      sm90::fence_shared_to_async();
-      sync_warpgroup(t);
-      if (t.thread == 0) {
-#pragma unroll
-        for (int j = 0; j < kGroup; ++j) {
-          const int sub = group * kGroup + j;
-          sm90::tma_store(&p.output, s.staging[t.consumer][first_buffer + j],
-                          t.col0 + (sub % kSubtilesPerBlock) * kSubtileCols, t.row0 + (sub / kSubtilesPerBlock) * 64,
-                          t.batch);
-        }
-        sm90::tma_store_commit();
-      }
-      if constexpr (!kWholeTile) half_ ^= 1;
+  // One subtile through the staging ring: wait until the store that last read this buffer
+  // (kBuffers subtiles ago) is done, let every thread write its part, then one thread stores it.
+  template <class WriteToStaging>
+  __device__ void stage_subtile(const Params& p, SharedStorage& s, const TileCoordinates& t, int block, int col,
+                                WriteToStaging&& write_to_staging) {
+    uint8_t* staging = s.staging[t.consumer][next_buffer_];
+    if (t.thread == 0) sm90::tma_store_wait_read<Buffers - 1>();
+    sync_warpgroup(t);
+    write_to_staging(staging);
+    sm90::fence_shared_to_async();
+    sync_warpgroup(t);
+    if (t.thread == 0) {
+      sm90::tma_store(&p.output, staging, t.col0 + col, t.row0 + 64 * block, t.batch);
+      sm90::tma_store_commit();
     }
+    next_buffer_ = next_buffer_ + 1 == Buffers ? 0 : next_buffer_ + 1;
+  }
+
+  // The 16 packed registers of 64 x 64 subtile `sub` (in tile order) of block `block`.
+  template <class Out, class Acc>
+  __device__ static void pack_subtile(const Acc& acc, int sub, uint32_t (&packed)[16]) {
+    constexpr int kPerBlock = Acc::kCols / 64;
+    const float* v = acc.value[sub / kPerBlock] + (sub % kPerBlock) * 32;  // 8 chunks x 4 values
+#pragma unroll
+    for (int i = 0; i < 16; ++i) packed[i] = pack_pair<Out>(v[2 * i], v[2 * i + 1]);
+  }
+
+  template <class Out, class Acc>
+  __device__ void prepare_16bit(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t,
+                                Pending<Acc>& out) {
+    constexpr int kPerBlock = Acc::kCols / 64;
+    constexpr int kNow = kSubtiles16<Acc> - kDeferred<Acc>;
+#pragma unroll
+    for (int sub = 0; sub < kNow; ++sub) {
+      uint32_t packed[16];
+      pack_subtile<Out>(acc, sub, packed);
+      stage_subtile(p, s, t, sub / kPerBlock, (sub % kPerBlock) * 64,
+                    [&](uint8_t* staging) { write_16bit_subtile(staging, packed, t.thread); });
+    }
+#pragma unroll
+    for (int d = 0; d < kDeferred<Acc>; ++d) pack_subtile<Out>(acc, kNow + d, out.packed[d]);
   }
 
   // Byte offset of 16-byte chunk `chunk` of row `row` in a 128B-swizzled 64 x 128-byte tile:
@@ -114,7 +144,7 @@ struct StoreEpilogue {
   }
 
   template <class Out>
-  __device__ static uint32_t pack(float lo, float hi) {
+  __device__ static uint32_t pack_pair(float lo, float hi) {
     if constexpr (std::is_same_v<Out, __nv_bfloat16>) {
       __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
       return *reinterpret_cast<uint32_t*>(&v);
@@ -125,18 +155,16 @@ struct StoreEpilogue {
   }
 
   // 64 columns = 8 chunks of 8; stmatrix.x4 stores two chunks for the warp's 16 rows at once.
-  template <class Out, int N>
-  __device__ static void write_16bit_subtile(uint8_t* staging, const float (&v)[N], int sub, int thread) {
+  // packed[2c] holds (row r, chunk c) and packed[2c + 1] (row r + 8, chunk c), two values each.
+  __device__ static void write_16bit_subtile(uint8_t* staging, const uint32_t (&packed)[16], int thread) {
     const int warp = thread / 32, lane = thread % 32;
     const int matrix = lane / 8;  // which of the four 8x8 matrices this lane addresses
     const int row = 16 * warp + lane % 8 + 8 * (matrix & 1);
     const uint32_t base = sm90::shared_address(staging);
 #pragma unroll
     for (int pair = 0; pair < 4; ++pair) {
-      const int j = sub * 8 + 2 * pair;  // first 8-column chunk of the pair, in the fragment
       const uint32_t address = base + swizzled_offset(row, 2 * pair + (matrix >> 1));
-      sm90::stmatrix_x4(address, pack<Out>(v[4 * j + 0], v[4 * j + 1]), pack<Out>(v[4 * j + 2], v[4 * j + 3]),
-                        pack<Out>(v[4 * j + 4], v[4 * j + 5]), pack<Out>(v[4 * j + 6], v[4 * j + 7]));
+      sm90::stmatrix_x4(address, packed[4 * pair], packed[4 * pair + 1], packed[4 * pair + 2], packed[4 * pair + 3]);
     }
   }
 

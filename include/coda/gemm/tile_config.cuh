@@ -43,8 +43,8 @@ struct TileConfig {
 };
 
 // The configurations coda ships (see gemm.hpp's GemmTile for when each is used).
-using TileM128N256 = TileConfig<128, 256, 64, 256, 3, 2, 1, 4>;    // large GEMMs: B multicast over 2 M tiles
-using TileM256N128 = TileConfig<256, 128, 128, 128, 3, 1, 2, 4>;   // large GEMMs: A multicast over 2 N tiles
+using TileM128N256 = TileConfig<128, 256, 64, 256, 4, 2, 1, 2>;    // large GEMMs: B multicast over 2 M tiles
+using TileM256N128 = TileConfig<256, 128, 128, 128, 4, 1, 2, 2>;   // large GEMMs: A multicast over 2 N tiles
 using TileM128N128 = TileConfig<128, 128, 64, 128, 5, 1, 1, 4>;    // medium shapes, split-K capable
 using TileM64N256 = TileConfig<64, 256, 64, 128, 4, 1, 1, 2>;      // decode-sized M <= 64, split-K capable
 
