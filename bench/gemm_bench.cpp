@@ -141,9 +141,12 @@ Row measure(const Shape& shape, DType dtype, const GemmOptions& forced, CublasGe
   }
   cudaFree(reference);
 
+  // Each replayed graph holds enough launches for ~2 ms of work (at least one pass over the
+  // rotating sets), so launch gaps are amortised; 8 replays per round.
   const double flops = 2.0 * double(shape.m) * double(shape.n) * double(shape.k);
   const double estimate_ms = std::max(flops / 700e12 * 1e3, 0.004);
-  const int samples = int(std::clamp(150.0 / estimate_ms, 10.0, 200.0));
+  const int per_graph = std::max(sets, int(std::clamp(2.0 / estimate_ms, 1.0, 200.0)));
+  const int samples = 8;
   auto ours = [&](int i) {
     auto [a, b, c] = views(i);
     gemm(a, b, c, stream, options);
@@ -152,12 +155,12 @@ Row measure(const Shape& shape, DType dtype, const GemmOptions& forced, CublasGe
     auto [a, b, c] = views(i);
     cublas.run(a, b, c);
   };
-  // Two alternating rounds each, so drift in clocks or temperature affects both alike.
+  // Five alternating rounds each, so drift in clocks or temperature affects both alike.
   std::vector<double> ours_ms, theirs_ms;
-  for (int round = 0; round < 2; ++round) {
-    time_launches(ours, stream, 3, samples);
+  for (int round = 0; round < 5; ++round) {
+    time_launches(ours, stream, per_graph, samples);
     ours_ms.insert(ours_ms.end(), last_samples().begin(), last_samples().end());
-    time_launches(theirs, stream, 3, samples);
+    time_launches(theirs, stream, per_graph, samples);
     theirs_ms.insert(theirs_ms.end(), last_samples().begin(), last_samples().end());
   }
   row.ours = merge(ours_ms);
@@ -232,7 +235,7 @@ int gemm_benchmark(int argc, char** argv) {
   CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   CublasGemm cublas(stream);
 
-  std::printf("coda bench gemm: %s, %s, median of CUDA-event-timed launches over rotating buffers\n",
+  std::printf("coda bench gemm: %s, %s, median of CUDA-graph replays over rotating buffers\n",
               device.name.c_str(), std::string(name(dtype)).c_str());
   std::printf("%-12s %-22s %-24s %-9s %-16s %9s %7s %9s %7s %7s %9s\n", "group", "shape", "M x N x K", "majors",
               "tile", "coda ms", "TF/s", "cuBLAS ms", "TF/s", "ratio", "diff");

@@ -25,24 +25,34 @@ Timing merge(const std::vector<double>& samples_ms) {
   return t;
 }
 
-Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream, int warmup, int samples) {
-  for (int i = 0; i < warmup; ++i) launch(i);
-  std::vector<cudaEvent_t> events(std::size_t(samples) + 1);
-  for (auto& e : events) CODA_CUDA_CHECK(cudaEventCreate(&e));
-  CODA_CUDA_CHECK(cudaEventRecord(events[0], stream));
-  for (int i = 0; i < samples; ++i) {
-    launch(warmup + i);
-    CODA_CUDA_CHECK(cudaEventRecord(events[std::size_t(i) + 1], stream));
-  }
-  CODA_CUDA_CHECK(cudaEventSynchronize(events.back()));
-  CODA_CUDA_CHECK(cudaGetLastError());
+Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream, int per_graph, int samples) {
+  launch(0);  // outside the graph: lazy initialisation (kernel attributes, handles) happens here
+  CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph = nullptr;
+  CODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < per_graph; ++i) launch(i);
+  CODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CODA_CUDA_CHECK(cudaEventCreate(&start));
+  CODA_CUDA_CHECK(cudaEventCreate(&stop));
   samples_of_last_call.clear();
-  for (int i = 0; i < samples; ++i) {
+  for (int s = 0; s < samples; ++s) {
+    CODA_CUDA_CHECK(cudaEventRecord(start, stream));
+    CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CODA_CUDA_CHECK(cudaEventRecord(stop, stream));
+    CODA_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
-    CODA_CUDA_CHECK(cudaEventElapsedTime(&ms, events[std::size_t(i)], events[std::size_t(i) + 1]));
-    samples_of_last_call.push_back(ms);
+    CODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples_of_last_call.push_back(ms / per_graph);
   }
-  for (auto& e : events) cudaEventDestroy(e);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  CODA_CUDA_CHECK(cudaGetLastError());
   return merge(samples_of_last_call);
 }
 

@@ -14,10 +14,12 @@ struct Timing {
   int samples = 0;
 };
 
-/// Time `launch(i)` (i = 0, 1, ...: rotate buffers with it) on `stream`: `warmup` untimed
-/// launches, then `samples` launches each between two events. Launches are queued back to back,
-/// so the GPU never idles between them; the median of the per-launch times is reported.
-Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream, int warmup, int samples);
+/// Time `launch(i)` (i = 0, 1, ...: rotate buffers with it) on `stream`. The launches are
+/// captured once into a CUDA graph of `per_graph` launches; after a warm-up replay, each of
+/// `samples` replays is timed between two events and contributes its time / per_graph. Graph
+/// replay keeps host launch overhead out of the numbers (as in serving, where small GEMMs run
+/// inside graphs), for every library alike.
+Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream, int per_graph, int samples);
 
 /// Merge timings of the same work taken in several rounds (median of all samples).
 Timing merge(const std::vector<double>& samples_ms);

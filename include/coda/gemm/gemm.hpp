@@ -18,8 +18,8 @@
 // allocation.
 //
 // Workspace: with one (options.workspace), tiles may be computed in several K segments: split-K
-// when there are few output tiles (decode), and a stream-K tail that deals the last partial wave
-// of tiles out evenly over the SMs. Results stay bitwise deterministic. Size it with
+// when there are few output tiles (decode) and, on request, a stream-K tail that deals the last
+// partial wave of tiles out evenly over the SMs. Results stay bitwise deterministic. Size it with
 // gemm_workspace_bytes(); zero-fill it once before its first use (cudaMemsetAsync): every call
 // leaves it zeroed again, so one workspace serves any number of calls ordered on a stream (not
 // concurrent ones).
@@ -55,7 +55,10 @@ std::string_view name(GemmTile tile);
 struct GemmOptions {
   GemmTile tile = GemmTile::automatic;
   int split_k = 0;             // 0: heuristic (splits only when a workspace is given); 1: never; n: exactly n
-  bool stream_k = true;        // share the last partial wave by K iterations (needs a workspace)
+  // Share the last partial wave out by K iterations (needs a workspace). Off by default: on an
+  // H200 the fixup of the shared tiles cost more than the idle SMs it saves on every Transformer
+  // shape measured (bench/RESULTS.md).
+  bool stream_k = false;
   int raster_group = 0;        // tile-order group height in cluster rows; 0: default (8)
   int max_ctas = 0;            // cap on persistent CTAs (e.g. to leave SMs to other work); 0: all SMs
   void* workspace = nullptr;   // zero-filled device memory of at least gemm_workspace_bytes() bytes

@@ -60,12 +60,16 @@ struct StoreEpilogue {
       case DType::bf16: prepare_16bit<__nv_bfloat16>(p, s, acc, t, out); break;
       case DType::f16: prepare_16bit<__half>(p, s, acc, t, out); break;
       default: {  // fp32 results cannot be held back in fewer registers: store all of them now
-        constexpr int kSubtilesPerBlock = Acc::kCols / 32;
+        constexpr int kPerBlock = Acc::kCols / 32;  // 64 x 32 fp32 subtiles
+        constexpr int kGroup = Buffers;
+        static_assert((Acc::kBlocks * kPerBlock) % kGroup == 0);
 #pragma unroll
-        for (int sub = 0; sub < Acc::kBlocks * kSubtilesPerBlock; ++sub)
-          stage_subtile(p, s, t, sub / kSubtilesPerBlock, (sub % kSubtilesPerBlock) * 32, [&](uint8_t* staging) {
-            write_f32_subtile(staging, acc.value[sub / kSubtilesPerBlock], sub % kSubtilesPerBlock, t.thread);
-          });
+        for (int first = 0; first < Acc::kBlocks * kPerBlock; first += kGroup)
+          stage_subtiles<kGroup>(
+              p, s, t, [&](int j) { return position(first + j, kPerBlock, 32); },
+              [&](int j, uint8_t* staging) {
+                write_f32_subtile(staging, acc.value[(first + j) / kPerBlock], (first + j) % kPerBlock, t.thread);
+              });
       }
     }
   }
@@ -75,12 +79,14 @@ struct StoreEpilogue {
   __device__ bool write(const Params& p, SharedStorage& s, const Pending<Acc>& pending, const TileCoordinates& t,
                         int step) {
     if (p.output_type == DType::f32) return true;  // prepare() stored everything
+    constexpr int kPerBlock = Acc::kCols / 64;
     constexpr int kFirst = kSubtiles16<Acc> - kDeferred<Acc>;
 #pragma unroll
     for (int d = 0; d < kDeferred<Acc>; ++d)  // registers take constant indices only: select by step
       if (d == step)
-        stage_subtile(p, s, t, (kFirst + d) / (Acc::kCols / 64), ((kFirst + d) % (Acc::kCols / 64)) * 64,
-                      [&](uint8_t* staging) { write_16bit_subtile(staging, pending.packed[d], t.thread); });
+        stage_subtiles<1>(
+            p, s, t, [&](int) { return position(kFirst + d, kPerBlock, 64); },
+            [&](int, uint8_t* staging) { write_16bit_subtile(staging, pending.packed[d], t.thread); });
     return step + 1 >= kDeferred<Acc>;
   }
 
@@ -94,22 +100,31 @@ struct StoreEpilogue {
   // One named barrier per consumer warpgroup (ids 1 and 2; 0 is __syncthreads).
   __device__ static void sync_warpgroup(const TileCoordinates& t) { sm90::named_barrier_sync(1 + t.consumer, 128); }
 
-  // One subtile through the staging ring: wait until the store that last read this buffer
-  // (kBuffers subtiles ago) is done, let every thread write its part, then one thread stores it.
-  template <class WriteToStaging>
-  __device__ void stage_subtile(const Params& p, SharedStorage& s, const TileCoordinates& t, int block, int col,
-                                WriteToStaging&& write_to_staging) {
-    uint8_t* staging = s.staging[t.consumer][next_buffer_];
-    if (t.thread == 0) sm90::tma_store_wait_read<Buffers - 1>();
+  // `Count` subtiles through the staging ring in one group: wait until the stores that last read
+  // the next `Count` buffers are done (each subtile's store is its own bulk group, so at most
+  // Buffers - Count may still be reading), let every thread write its parts, then one thread
+  // issues the stores. `subtile(j)` gives subtile j's (block, column) and `write(j, staging)`
+  // writes it.
+  template <int Count, class Position, class WriteToStaging>
+  __device__ void stage_subtiles(const Params& p, SharedStorage& s, const TileCoordinates& t, Position&& subtile,
+                                 WriteToStaging&& write) {
+    static_assert(Count >= 1 && Count <= Buffers);
+    if (t.thread == 0) sm90::tma_store_wait_read<Buffers - Count>();
     sync_warpgroup(t);
-    write_to_staging(staging);
+#pragma unroll
+    for (int j = 0; j < Count; ++j) write(j, s.staging[t.consumer][(next_buffer_ + j) % Buffers]);
     sm90::fence_shared_to_async();
     sync_warpgroup(t);
     if (t.thread == 0) {
-      sm90::tma_store(&p.output, staging, t.col0 + col, t.row0 + 64 * block, t.batch);
-      sm90::tma_store_commit();
+#pragma unroll
+      for (int j = 0; j < Count; ++j) {
+        const auto [block, col] = subtile(j);
+        sm90::tma_store(&p.output, s.staging[t.consumer][(next_buffer_ + j) % Buffers], t.col0 + col,
+                        t.row0 + 64 * block, t.batch);
+        sm90::tma_store_commit();
+      }
     }
-    next_buffer_ = next_buffer_ + 1 == Buffers ? 0 : next_buffer_ + 1;
+    next_buffer_ = (next_buffer_ + Count) % Buffers;
   }
 
   // The 16 packed registers of 64 x 64 subtile `sub` (in tile order) of block `block`.
@@ -121,18 +136,27 @@ struct StoreEpilogue {
     for (int i = 0; i < 16; ++i) packed[i] = pack_pair<Out>(v[2 * i], v[2 * i + 1]);
   }
 
+  // Subtile `sub` of a tile cut into `per_block` subtiles of `cols` columns per 64-row block.
+  struct Position {
+    int block;
+    int col;
+  };
+  __device__ static Position position(int sub, int per_block, int cols) { return {sub / per_block, (sub % per_block) * cols}; }
+
   template <class Out, class Acc>
   __device__ void prepare_16bit(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t,
                                 Pending<Acc>& out) {
     constexpr int kPerBlock = Acc::kCols / 64;
     constexpr int kNow = kSubtiles16<Acc> - kDeferred<Acc>;
-#pragma unroll
-    for (int sub = 0; sub < kNow; ++sub) {
-      uint32_t packed[16];
-      pack_subtile<Out>(acc, sub, packed);
-      stage_subtile(p, s, t, sub / kPerBlock, (sub % kPerBlock) * 64,
-                    [&](uint8_t* staging) { write_16bit_subtile(staging, packed, t.thread); });
-    }
+    static_assert(kNow <= Buffers, "the subtiles stored at once must fit the staging ring");
+    if constexpr (kNow > 0)
+      stage_subtiles<kNow>(
+          p, s, t, [&](int j) { return position(j, kPerBlock, 64); },
+          [&](int j, uint8_t* staging) {
+            uint32_t packed[16];
+            pack_subtile<Out>(acc, j, packed);
+            write_16bit_subtile(staging, packed, t.thread);
+          });
 #pragma unroll
     for (int d = 0; d < kDeferred<Acc>; ++d) pack_subtile<Out>(acc, kNow + d, out.packed[d]);
   }
