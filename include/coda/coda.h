@@ -1,7 +1,11 @@
 /* coda.h: the C ABI of libcoda, for C and for other languages (ctypes, cffi, Rust, Julia).
  *
  *   #include <coda/coda.h>
- *   coda_status s = coda_gemm(&args, stream);
+ *   // Y = X W^T: X (M x K) and W (N x K) bf16 device tensors, Y (M x N)
+ *   coda_tensor x = {x_ptr, CODA_BF16, 2, {m, k}, {k, 1}};
+ *   coda_tensor w = {w_ptr, CODA_BF16, 2, {n, k}, {k, 1}};
+ *   coda_tensor y = {y_ptr, CODA_BF16, 2, {m, n}, {n, 1}};
+ *   coda_status s = coda_gemm(&x, CODA_K_MAJOR, &w, CODA_K_MAJOR, &y, NULL, 0, stream);
  *   if (s != CODA_OK) fprintf(stderr, "%s\n", coda_last_error());
  *
  * Every function returns a coda_status; on failure coda_last_error() holds a message (per
@@ -11,6 +15,7 @@
 #ifndef CODA_CODA_H
 #define CODA_CODA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -34,9 +39,11 @@ typedef enum coda_dtype {
   CODA_I32 = 5
 } coda_dtype;
 
+/* Which dimension of a GEMM operand is contiguous: K, or M (for A) / N (for B). */
 typedef enum coda_major { CODA_K_MAJOR = 0, CODA_MN_MAJOR = 1 } coda_major;
 
-/* A rank-2 or rank-3 tensor: shape (batch, rows, cols), strides in elements; rank 2 ignores batch. */
+/* A rank-2 tensor, shape {rows, cols}, or a rank-3 one, shape {batch, rows, cols}; strides in
+ * elements, the last one 1 (row-major). Entries past `rank` are ignored. */
 typedef struct coda_tensor {
   void* data;
   coda_dtype dtype;
@@ -53,6 +60,20 @@ const char* coda_last_error(void);
 const char* coda_status_name(coda_status status);
 /* Number of CUDA devices visible (0 with no device or driver); never fails. */
 int32_t coda_device_count(void);
+
+/* C = A * B^T on `stream` (a cudaStream_t; NULL: the default stream), the C form of coda::gemm
+ * (coda/gemm/gemm.hpp, which has the full rules). A is (M x K) when K-major, (K x M) when
+ * MN-major; B is (N x K) when K-major, (K x N) when MN-major; C is (M x N). Rank-3 tensors add a
+ * leading batch dimension. A and B bf16 or f16 (the same), C bf16, f16 or f32; every row and
+ * batch stride and every base address 16-byte aligned. `workspace` (device memory of
+ * `workspace_bytes`, see coda_gemm_workspace_bytes) lets small problems split K; NULL and 0 are
+ * always valid. Needs a Hopper GPU (sm_90): elsewhere it returns CODA_UNSUPPORTED. */
+coda_status coda_gemm(const coda_tensor* a, coda_major a_major, const coda_tensor* b, coda_major b_major,
+                      const coda_tensor* c, void* workspace, size_t workspace_bytes, void* stream);
+
+/* The workspace coda_gemm would use for this problem, in *bytes (0 when it would not split K). */
+coda_status coda_gemm_workspace_bytes(const coda_tensor* a, coda_major a_major, const coda_tensor* b,
+                                      coda_major b_major, const coda_tensor* c, size_t* bytes);
 
 #ifdef __cplusplus
 }

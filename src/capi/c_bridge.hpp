@@ -1,16 +1,21 @@
 // Shared by the C ABI's translation units: status plumbing and C-to-C++ view conversion.
 #pragma once
 
+#include <string_view>
+
 #include "coda/coda.h"
+#include "coda/core/layout.hpp"
 #include "coda/core/status.hpp"
 #include "coda/core/tensor.hpp"
+#include "coda/core/validate.hpp"
 
 namespace coda::capi {
 
 /// Record `s` as this thread's last error (or clear it) and return its C code.
 coda_status finish(const Status& s);
 
-/// A C tensor as a TensorView (rank 2: shape[0..1]; rank 3: shape[0..2]).
+/// A C tensor as a TensorView (rank 2: shape[0..1]; rank 3: shape[0..2]). Reads no more than the
+/// struct holds whatever its rank, so it is safe before check_tensor() has run.
 inline TensorView view_of(const coda_tensor& t) {
   TensorView v;
   v.data = t.data;
@@ -22,5 +27,16 @@ inline TensorView view_of(const coda_tensor& t) {
   }
   return v;
 }
+
+/// What only a C caller can get wrong about a tensor argument, checked before view_of(): a null
+/// struct pointer, a rank outside [min_rank, max_rank] (at most 3, what coda_tensor holds), a
+/// dtype code that is not a coda_dtype. The C++ validation behind the call checks the rest.
+ArgumentCheck& check_tensor(ArgumentCheck& check, std::string_view argument, const coda_tensor* t, int min_rank,
+                            int max_rank);
+
+/// A coda_major code must be one of the enum's values (other languages can pass any integer).
+ArgumentCheck& check_major(ArgumentCheck& check, std::string_view argument, coda_major major);
+
+inline Major major_of(coda_major major) { return major == CODA_K_MAJOR ? Major::k : Major::mn; }
 
 }  // namespace coda::capi

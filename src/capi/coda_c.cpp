@@ -16,6 +16,22 @@ coda_status finish(const Status& s) {
   return static_cast<coda_status>(s.code());
 }
 
+ArgumentCheck& check_tensor(ArgumentCheck& check, std::string_view argument, const coda_tensor* t, int min_rank,
+                            int max_rank) {
+  check.not_null(argument, t);
+  if (check.failed()) return check;
+  return check.rank_in(argument, view_of(*t), min_rank, max_rank)
+      .require(t->dtype >= CODA_F32 && t->dtype <= CODA_I32, argument,
+               detail::concat("dtype code ", int(t->dtype), " is not a coda_dtype (", int(CODA_F32), " to ",
+                              int(CODA_I32), ")"));
+}
+
+ArgumentCheck& check_major(ArgumentCheck& check, std::string_view argument, coda_major major) {
+  return check.require(major == CODA_K_MAJOR || major == CODA_MN_MAJOR, argument,
+                       detail::concat("code ", int(major), " is not a coda_major (CODA_K_MAJOR ", int(CODA_K_MAJOR),
+                                      " or CODA_MN_MAJOR ", int(CODA_MN_MAJOR), ")"));
+}
+
 }  // namespace coda::capi
 
 extern "C" {

@@ -138,6 +138,7 @@ TEST(Gemm, StreamKTailMatchesReferenceAndIsDeterministic) {
     c.output = DType::f32;
     c.options.tile = shape.tile;
     c.options.max_ctas = shape.max_ctas;
+    c.options.stream_k = true;
     SCOPED_TRACE(c.describe());
     const uint64_t state = rng()();
     rng().seed(state);
