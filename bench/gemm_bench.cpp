@@ -214,6 +214,8 @@ int gemm_benchmark(int argc, char** argv) {
       for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256})
         if (name(t) == value) forced.tile = t;
       ++i;
+    } else if (arg == "--split") {
+      forced.split_k = std::atoi(value), ++i;
     } else if (arg == "--raster") {
       forced.raster_group = std::atoi(value), ++i;
     } else {
