@@ -196,8 +196,9 @@ Plan make_plan(const Problem& p, const GemmOptions& options) {
     check.throw_if_error();
     out.split_k = options.split_k;
   } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
-    // Few tiles leave SMs idle: split K while each split keeps at least 4 blocks of 64.
-    out.split_k = int(std::max<int64_t>(1, std::min<int64_t>({clusters / plan.cluster_tiles, k_blocks / 4, 16})));
+    // Few tiles leave SMs idle: split K, at most 4 ways with at least 8 blocks of 64 each (on an
+    // H200, decode shapes ran fastest at 4 splits; 8 and 16 were slower: bench/RESULTS.md).
+    out.split_k = int(std::max<int64_t>(1, std::min<int64_t>({clusters / plan.cluster_tiles, k_blocks / 8, 4})));
   }
   if (out.split_k == 1 && options.stream_k && has_workspace && plan.cluster_tiles > clusters && k_blocks >= 8 &&
       clusters * k_blocks < INT32_MAX) {  // the device counts stream-K iterations in 32 bits
