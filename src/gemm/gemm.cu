@@ -11,6 +11,7 @@
 #include "coda/arch/sm90/tensor_map.hpp"
 #include "coda/core/device.hpp"
 #include "coda/core/validate.hpp"
+#include "coda/gemm/launch.cuh"
 #include "gemm/launch.hpp"
 
 namespace coda {
@@ -65,19 +66,17 @@ int resident_ctas(GemmTile t) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-Problem validate(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options) {
-  ArgumentCheck check("coda::gemm");
+// A and B, the problem they define, and the options: the rules every launch shares.
+Problem validate_operands(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function) {
+  ArgumentCheck check(function);
   check.not_null("a", a.view.data)
       .not_null("b", b.view.data)
-      .not_null("c", c.data)
       .rank_in("a", a.view, 2, 3)
       .rank_in("b", b.view, 2, 3)
-      .rank_in("c", c, 2, 3)
       .dtype_in("a", a.view.dtype, {DType::bf16, DType::f16})
       .dtype_in("b", b.view.dtype, {DType::bf16, DType::f16})
       .require(a.view.dtype == b.view.dtype, "b",
-               concat("dtype ", name(b.view.dtype), " must match a's dtype ", name(a.view.dtype)))
-      .dtype_in("c", c.dtype, {DType::bf16, DType::f16, DType::f32});
+               concat("dtype ", name(b.view.dtype), " must match a's dtype ", name(a.view.dtype)));
   check.throw_if_error();
 
   Problem p{};
@@ -85,28 +84,22 @@ Problem validate(const GemmOperand& a, const GemmOperand& b, const TensorView& c
   p.m = a_k_major ? a.view.rows() : a.view.cols();
   p.k = a_k_major ? a.view.cols() : a.view.rows();
   p.n = b_k_major ? b.view.rows() : b.view.cols();
-  p.batch = c.batch();
+  p.batch = a.view.batch();
   p.input = a.view.dtype;
-  p.output = c.dtype;
   const int64_t b_k = b_k_major ? b.view.cols() : b.view.rows();
   const char* b_k_dim = b_k_major ? "columns" : "rows";
 
-  check.positive("a", p.m, "M").positive("a", p.k, "K").positive("b", p.n, "N").positive("c", p.batch, "batch")
+  check.positive("a", p.m, "M").positive("a", p.k, "K").positive("b", p.n, "N")
       .require(b_k == p.k, "b",
                concat("shape ", b.view.describe(), " (", name(b.major), "): its ", b_k_dim, " are K = ", b_k,
                       " but a has K = ", p.k))
-      .dim_equals("c", c, -2, p.m, "M (rows)", "c must have one row per row of A*B^T")
-      .dim_equals("c", c, -1, p.n, "N (columns)", "c must have one column per column of A*B^T")
-      .require(a.view.batch() == p.batch, "a", concat("batch ", a.view.batch(), " must equal c's batch ", p.batch))
-      .require(b.view.batch() == p.batch, "b", concat("batch ", b.view.batch(), " must equal c's batch ", p.batch))
+      .require(b.view.batch() == p.batch, "b", concat("batch ", b.view.batch(), " must equal a's batch ", p.batch))
       .require(p.m <= INT32_MAX && p.n <= INT32_MAX && p.k <= INT32_MAX && p.batch <= INT32_MAX, "a",
                "M, N, K and the batch must each be below 2^31")
       .inner_contiguous("a", a.view)
       .inner_contiguous("b", b.view)
-      .inner_contiguous("c", c)
       .tma_aligned("a", a.view)
       .tma_aligned("b", b.view)
-      .tma_aligned("c", c)
       .require(options.split_k >= 0, "options.split_k", concat("is ", options.split_k, " but must be >= 0"))
       .require(options.raster_group >= 0, "options.raster_group", concat("is ", options.raster_group, " but must be >= 0"))
       .require(options.max_ctas >= 0, "options.max_ctas", concat("is ", options.max_ctas, " but must be >= 0"))
@@ -114,6 +107,21 @@ Problem validate(const GemmOperand& a, const GemmOperand& b, const TensorView& c
                "is null but workspace_bytes is not 0");
   check.throw_if_error();
   return p;
+}
+
+// coda::gemm's C: M x N (x batch), a type the store epilogue writes.
+void validate_output(const TensorView& c, Problem& p) {
+  ArgumentCheck check("coda::gemm");
+  check.not_null("c", c.data)
+      .rank_in("c", c, 2, 3)
+      .dtype_in("c", c.dtype, {DType::bf16, DType::f16, DType::f32})
+      .dim_equals("c", c, -2, p.m, "M (rows)", "c must have one row per row of A*B^T")
+      .dim_equals("c", c, -1, p.n, "N (columns)", "c must have one column per column of A*B^T")
+      .require(c.batch() == p.batch, "a", concat("batch ", p.batch, " must equal c's batch ", c.batch()))
+      .inner_contiguous("c", c)
+      .tma_aligned("c", c);
+  check.throw_if_error();
+  p.output = c.dtype;
 }
 
 void require_hopper() {
@@ -254,43 +262,23 @@ CUtensorMap operand_map(const GemmOperand& op, uint32_t rows_per_load, const cha
                                   {64, box_outer}, argument);
 }
 
-}  // namespace
+// The kernel-independent part of a launch: tensor maps of A and B, the schedule, the workspace.
+mainloop::LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, const Problem& p, const Plan& plan,
+                                  const GemmOptions& options) {
+  mainloop::LaunchPlan launch;
+  launch.summary = plan.public_plan;
+  launch.m = p.m;
+  launch.n = p.n;
+  launch.k = p.k;
+  launch.batch = p.batch;
+  launch.input = p.input;
+  launch.a_major = a.major;
+  launch.b_major = b.major;
+  const TileFacts f = facts(plan.public_plan.tile);
+  launch.a = operand_map(a, uint32_t(f.block_m / f.cluster_n), "a");
+  launch.b = operand_map(b, uint32_t(f.block_n / f.cluster_m), "b");
 
-GemmPlan plan_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options) {
-  const Problem p = validate(a, b, c, options);
-  require_hopper();
-  return make_plan(p, options).public_plan;
-}
-
-std::size_t gemm_workspace_bytes(const GemmOperand& a, const GemmOperand& b, const TensorView& c,
-                                 const GemmOptions& options) {
-  const Problem p = validate(a, b, c, options);
-  require_hopper();
-  GemmOptions sizing = options;  // as if a workspace of any size were given
-  sizing.workspace = reinterpret_cast<void*>(uintptr_t(256));
-  sizing.workspace_bytes = SIZE_MAX;
-  return make_plan(p, sizing).public_plan.workspace_bytes;
-}
-
-void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream,
-          const GemmOptions& options) {
-  const Problem p = validate(a, b, c, options);
-  require_hopper();
-  const Plan plan = make_plan(p, options);
-  const GemmPlan& chosen = plan.public_plan;
-  const TileFacts f = facts(chosen.tile);
-
-  mainloop::StoreKernelParams params{};
-  params.a = operand_map(a, uint32_t(f.block_m / f.cluster_n), "a");
-  params.b = operand_map(b, uint32_t(f.block_n / f.cluster_m), "b");
-  params.epilogue.output = sm90::make_tensor_map_3d(c.data, c.dtype, {c.cols(), c.rows(), c.batch()},
-                                                    {c.ld(), c.batch_stride()},
-                                                    {uint32_t(128 / size_of(c.dtype)), 64}, "c");
-  params.epilogue.output_type = c.dtype;
-  params.m = int32_t(p.m);
-  params.n = int32_t(p.n);
-
-  mainloop::ScheduleParams& s = params.schedule;
+  mainloop::ScheduleParams& s = launch.schedule;
   s.tiles_m = int32_t(ceil_div(p.m, f.block_m));
   s.tiles_n = int32_t(ceil_div(p.n, f.block_n));
   s.cluster_rows = int32_t(ceil_div(s.tiles_m, f.cluster_m));
@@ -299,15 +287,59 @@ void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaS
   s.cluster_tiles = int32_t(plan.cluster_tiles);
   s.k_blocks = int32_t(ceil_div(p.k, 64));
   s.group_m = options.raster_group > 0 ? options.raster_group : 8;
-  s.splits = chosen.split_k;
-  s.stream_k_tiles = chosen.stream_k_tiles;
+  s.splits = plan.public_plan.split_k;
+  s.stream_k_tiles = plan.public_plan.stream_k_tiles;
   s.max_segments = plan.max_segments;
   if (plan.counters > 0) {
     auto* base = static_cast<uint8_t*>(options.workspace);
-    params.partials.arrivals = reinterpret_cast<int32_t*>(base);
-    params.partials.partials = reinterpret_cast<float*>(base + round_up(plan.counters * 4, 256));
+    launch.partials.arrivals = reinterpret_cast<int32_t*>(base);
+    launch.partials.partials = reinterpret_cast<float*>(base + round_up(plan.counters * 4, 256));
   }
-  launcher(chosen.tile, p.input, a.major, b.major)(params, chosen.ctas, stream);
+  return launch;
+}
+
+}  // namespace
+
+GemmPlan plan_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options) {
+  Problem p = validate_operands(a, b, options, "coda::gemm");
+  validate_output(c, p);
+  require_hopper();
+  return make_plan(p, options).public_plan;
+}
+
+std::size_t gemm_workspace_bytes(const GemmOperand& a, const GemmOperand& b, const TensorView& c,
+                                 const GemmOptions& options) {
+  Problem p = validate_operands(a, b, options, "coda::gemm");
+  validate_output(c, p);
+  require_hopper();
+  GemmOptions sizing = options;  // as if a workspace of any size were given
+  sizing.workspace = reinterpret_cast<void*>(uintptr_t(256));
+  sizing.workspace_bytes = SIZE_MAX;
+  return make_plan(p, sizing).public_plan.workspace_bytes;
+}
+
+namespace mainloop {
+
+LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function) {
+  const Problem p = validate_operands(a, b, options, function);
+  require_hopper();
+  return build_launch(a, b, p, make_plan(p, options), options);
+}
+
+}  // namespace mainloop
+
+void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream,
+          const GemmOptions& options) {
+  Problem p = validate_operands(a, b, options, "coda::gemm");
+  validate_output(c, p);
+  require_hopper();
+  const Plan plan = make_plan(p, options);
+  const mainloop::LaunchPlan launch = build_launch(a, b, p, plan, options);
+  mainloop::StoreParams store{};
+  store.output = sm90::make_tensor_map_3d(c.data, c.dtype, {c.cols(), c.rows(), c.batch()}, {c.ld(), c.batch_stride()},
+                                          {uint32_t(128 / size_of(c.dtype)), 64}, "c");
+  store.output_type = c.dtype;
+  launcher(plan.public_plan.tile, p.input, a.major, b.major)(launch.kernel_params(store), plan.public_plan.ctas, stream);
 }
 
 Status try_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaStream_t stream,

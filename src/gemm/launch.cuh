@@ -6,33 +6,14 @@
 #include <mutex>
 
 #include "coda/core/device.hpp"
+#include "coda/gemm/launch.cuh"
 #include "gemm/launch.hpp"
 
 namespace coda::mainloop {
 
 template <class Config, class Element, Major AMajor, Major BMajor>
 void launch(const StoreKernelParams& params, int ctas, cudaStream_t stream) {
-  using Epilogue = StoreEpilogue<Config::kStagingBuffers>;
-  auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
-  constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
-  static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-  });
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(ctas));
-  config.blockDim = dim3(Config::kThreads);
-  config.dynamicSmemBytes = kShared;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = Config::kClusterSize;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  CODA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params));
+  launch_kernel<Config, Element, AMajor, BMajor, StoreEpilogue<Config::kStagingBuffers>>(params, ctas, stream);
 }
 
 template <class Config>

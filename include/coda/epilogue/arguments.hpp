@@ -1,0 +1,75 @@
+// coda/epilogue/arguments.hpp: the tensors an epilogue program reads and writes, besides the
+// accumulators. The same descriptors serve both executors: on the GPU they hold device pointers
+// (and, for tile outputs, the TMA map the executor stores through), on the CPU host pointers.
+//
+//   struct ResidualAdd {
+//     coda::epilogue::TileIn residual;   // M x N, read at each element's (row, col)
+//     coda::epilogue::TileOut out;       // M x N
+//     ...
+//   };
+//
+// Indices are global (the row and column of the whole output, and the batch); strides are in
+// elements. Rows and columns past the problem's M and N are never read or written.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "coda/core/dtype.hpp"
+
+namespace coda::epilogue {
+
+/// An M x N (x batch) input read at an element's position: the residual stream, a saved
+/// activation. `width_scale` 2 makes it M x 2N, read by pairs (wide_load, for SwiGLU backward).
+struct TileIn {
+  const void* data = nullptr;
+  DType dtype = DType::bf16;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+/// An M x N output (or M x N/2 for pair outputs, M x 2N for wide outputs), written in `dtype`.
+/// fp8 outputs are multiplied by `scale` first (and saturate: DType docs).
+struct TileOut {
+  void* data = nullptr;
+  DType dtype = DType::bf16;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+  float scale = 1.0f;
+  CUtensorMap map{};  // GPU executor: filled by the op's host code
+};
+
+/// One value per output column (bias, RMSNorm weight): `data[col]`.
+struct RowVector {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+};
+
+/// One value per output row (rstd, positions, targets): `data[batch * batch_stride + row]`.
+struct ColumnVector {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  int64_t batch_stride = 0;
+};
+
+/// Per-tile partial results, fp32. A row reduction writes value(row, tile column b) at
+/// data[batch * batch_stride + row * row_stride + b * tile_stride]; a column reduction writes
+/// value(tile row b, col) at data[batch * batch_stride + b * row_stride + col * tile_stride].
+/// tile_stride 0 gives one slot shared by all tiles (for results that only one tile produces).
+struct Partials {
+  float* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t tile_stride = 1;
+  int64_t batch_stride = 0;
+};
+
+/// A table indexed by (a per-row index, a column index): the RoPE cos/sin cache.
+/// value(i, j) = data[i * ld + j] (fp32).
+struct Table {
+  const float* data = nullptr;
+  int64_t ld = 0;
+  int64_t rows = 0;
+};
+
+}  // namespace coda::epilogue

@@ -1,0 +1,386 @@
+// coda/epilogue/gpu_executor.cuh: the GPU executor of epilogue programs: an Epilogue for the
+// mainloop's seam (gemm/epilogue_seam.cuh) that runs a program on each consumer warpgroup's part
+// of a tile, straight on the accumulator registers.
+//
+//   using Epilogue = coda::epilogue::ProgramEpilogue<MyProgram, /*staging buffers=*/2, DType::bf16>;
+//   gemm_kernel<Config, Element, Major::k, Major::k, Epilogue><<<...>>>(params);  // params.epilogue: MyProgram
+//
+// How each primitive maps onto the hardware (the part is Rows x Cols fp32 values over 128
+// threads in the wgmma accumulator layout, epilogue_seam.cuh):
+//   map, map_pairs       unrolled over the thread's fragment; pairs are values 2j, 2j+1 (adjacent
+//                        columns of one row), so they need no data exchange
+//   loads                direct global loads (L1-cached), one per element visited
+//   row_reduce           fold over the thread's values of a row, then two quad shuffles (the four
+//                        lanes sharing a row); one lane per row writes
+//   column_reduce        fold over the thread's two rows per 64-row block, shuffles across the
+//                        eight lanes sharing a column, then shared memory across the four warps
+//   reduce               warp shuffles, then shared memory across the four warps
+//   stores               64-row subtiles, 128 bytes wide, through a ring of staging buffers in
+//                        the 128B-swizzled layout, then TMA stores (clipped at the problem edge).
+//                        The output type is part of the kernel (`Out`, every TileOut): with it
+//                        chosen at run time, the compiler hoists the program's values above the
+//                        type switch and the accumulators spill. fp8 outputs are scaled and
+//                        saturated on the way.
+// Elements outside the problem are never handed to the program.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "coda/arch/sm90/barrier.cuh"
+#include "coda/arch/sm90/tma.cuh"
+#include "coda/arch/sm90/wgmma.cuh"
+#include "coda/epilogue/program.hpp"
+#include "coda/gemm/epilogue_seam.cuh"
+
+namespace coda::epilogue {
+
+namespace detail {
+
+constexpr int kSubtileBytes = 64 * 128;
+
+// Byte offset of byte `byte` of row `row` in a 128B-swizzled 64 x 128-byte subtile: the TMA unit
+// XORs the 16-byte chunk index with the row index modulo 8.
+__device__ __forceinline__ uint32_t swizzled(int row, int byte) {
+  return uint32_t(row * 128 + (((byte >> 4) ^ (row & 7)) << 4) + (byte & 15));
+}
+
+// One or two adjacent output values, converted to the output type `Out` and written to shared
+// memory. fp8 outputs are scaled first and saturate (cvt.satfinite).
+template <DType Out>
+__device__ __forceinline__ void put1(uint8_t* p, float scale, float v) {
+  if constexpr (Out == DType::bf16) *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(v);
+  else if constexpr (Out == DType::f16) *reinterpret_cast<__half*>(p) = __float2half_rn(v);
+  else if constexpr (Out == DType::f32) *reinterpret_cast<float*>(p) = v;
+  else *p = __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2);
+}
+template <DType Out>
+__device__ __forceinline__ void put2(uint8_t* p, float scale, float a, float b) {
+  if constexpr (Out == DType::bf16) *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+  else if constexpr (Out == DType::f16) *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
+  else if constexpr (Out == DType::f32) *reinterpret_cast<float2*>(p) = make_float2(a, b);
+  else
+    *reinterpret_cast<__nv_fp8x2_storage_t*>(p) = __nv_cvt_float2_to_fp8x2(
+        make_float2(a * scale, b * scale), __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2);
+}
+
+// Exchange a monoid state with lane ^ mask (states are made of 32-bit words).
+template <class State>
+__device__ __forceinline__ State shuffle_xor(const State& s, int mask) {
+  static_assert(sizeof(State) % 4 == 0, "monoid states are whole 32-bit words");
+  uint32_t words[sizeof(State) / 4];
+  memcpy(words, &s, sizeof(State));
+#pragma unroll
+  for (int w = 0; w < int(sizeof(State) / 4); ++w) words[w] = __shfl_xor_sync(0xffffffffu, words[w], mask);
+  State out;
+  memcpy(&out, words, sizeof(State));
+  return out;
+}
+
+}  // namespace detail
+
+/// The Tile a program sees on the GPU: one consumer warpgroup's part, in its registers. `Edge`
+/// parts straddle the problem's last row or column and check every element; interior parts (all
+/// but a few) are compiled without any check: per-element predicates would not fit in registers
+/// next to the accumulators.
+template <class Acc, int Buffers, DType Out, bool Edge>
+class GpuTile {
+ public:
+  using Coordinates = mainloop::TileCoordinates;
+
+  __device__ GpuTile(Acc& acc, const Coordinates& t, uint8_t (&staging)[Buffers][detail::kSubtileBytes],
+                     int& next_buffer)
+      : acc_(acc),
+        t_(t),
+        staging_(staging),
+        next_buffer_(next_buffer),
+        rows_left_(t.problem_m - t.row0 - (t.thread / 32) * 16 - (t.thread % 32) / 4),
+        cols_left_(t.problem_n - t.col0 - 2 * (t.thread % 4)) {}
+
+  // ---- 1. maps
+  template <class F>
+  __device__ void map(F&& f) {
+    fresh_limits();
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < Acc::kValuesPerBlock; ++i)
+        if (inside(b, i)) {
+          Element x{acc_.value[b][i], row(b, i), col(i), t_.batch};
+          f(x);
+        }
+  }
+
+  template <class F>
+  __device__ void map_pairs(F&& f) {
+    fresh_limits();
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < Acc::kValuesPerBlock; i += 2)
+        if (inside(b, i)) {
+          Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
+          f(p);
+        }
+  }
+
+  // ---- 2 and 3. loads
+  template <class At>
+  __device__ float load(const TileIn& in, const At& x) const {
+    return load_as_float(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
+  }
+  template <class At>
+  __device__ Values2 load_wide(const TileIn& in, const At& x) const {
+    const int64_t at = x.batch * in.batch_stride + int64_t(x.row) * in.ld + 2 * int64_t(x.col);
+    return {load_as_float(in.data, in.dtype, at), load_as_float(in.data, in.dtype, at + 1)};
+  }
+  template <class At>
+  __device__ float load(const RowVector& v, const At& x) const { return load_as_float(v.data, v.dtype, x.col); }
+  template <class At>
+  __device__ float load(const ColumnVector& v, const At& x) const {
+    return load_as_float(v.data, v.dtype, x.batch * v.batch_stride + x.row);
+  }
+  __device__ float load(const Table& table, int64_t i, int64_t j) const { return table.data[i * table.ld + j]; }
+
+  // ---- 3. stores
+  __device__ void store(const TileOut& out) {
+    store_as<Width::full>(out, [](const Element& x) { return x.value; });
+  }
+  template <class F>
+  __device__ void store(const TileOut& out, F&& f) { store_as<Width::full>(out, f); }
+  template <class F>
+  __device__ void store_pairs(const TileOut& out, F&& f) { store_as<Width::half>(out, f); }
+  template <class F>
+  __device__ void store_wide(const TileOut& out, F&& f) { store_as<Width::wide>(out, f); }
+
+  // ---- 4 and 5. reductions
+  template <class Monoid, class F>
+  __device__ void row_reduce(const Partials& out, Monoid, F&& f) {
+    fresh_limits();
+    const int lane = t_.thread % 32;
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // the thread's two rows of the block: lane / 4 and + 8
+        typename Monoid::State s = Monoid::identity();
+#pragma unroll
+        for (int i = 2 * half; i < Acc::kValuesPerBlock; i += 4)
+#pragma unroll
+          for (int k = 0; k < 2; ++k)
+            if (inside(b, i + k)) {
+              Element x{acc_.value[b][i + k], row(b, i + k), col(i + k), t_.batch};
+              s = Monoid::combine(s, as_state<Monoid>(f(x)));
+            }
+        s = Monoid::combine(s, detail::shuffle_xor(s, 1));  // the quad holding the row
+        s = Monoid::combine(s, detail::shuffle_xor(s, 2));
+        const int32_t r = row(b, 2 * half);
+        if (lane % 4 == 0 && r < t_.problem_m && Monoid::present(s))
+          out.data[t_.batch * out.batch_stride + int64_t(r) * out.row_stride + part_n() * out.tile_stride] =
+              Monoid::finish(s);
+      }
+  }
+
+  template <class Monoid, class F>
+  __device__ void column_reduce(const Partials& out, Monoid, F&& f) {
+    using State = typename Monoid::State;
+    const int lane = t_.thread % 32, warp = t_.thread / 32;
+    State* scratch = scratch_for<State>();  // [warp][column of the part], reused staging
+    fresh_limits();
+#pragma unroll
+    for (int i = 0; i < Acc::kValuesPerBlock; ++i) {
+      if ((i / 2) % 2 != 0) continue;  // i and i + 2 are the same column, rows r and r + 8
+      State s = Monoid::identity();
+#pragma unroll
+      for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+        for (int k = 0; k < 4; k += 2)
+          if (inside(b, i + k)) {
+            Element x{acc_.value[b][i + k], row(b, i + k), col(i + k), t_.batch};
+            s = Monoid::combine(s, as_state<Monoid>(f(x)));
+          }
+      s = Monoid::combine(s, detail::shuffle_xor(s, 4));  // the eight lanes sharing the column
+      s = Monoid::combine(s, detail::shuffle_xor(s, 8));
+      s = Monoid::combine(s, detail::shuffle_xor(s, 16));
+      if (lane < 4) scratch[warp * Acc::kCols + Acc::col(i, t_.thread)] = s;
+    }
+    sync();
+    for (int c = t_.thread; c < Acc::kCols; c += 128) {  // warps in order: deterministic
+      State s = scratch[c];
+#pragma unroll
+      for (int w = 1; w < 4; ++w) s = Monoid::combine(s, scratch[w * Acc::kCols + c]);
+      const int32_t column = t_.col0 + c;
+      if (column < t_.problem_n && Monoid::present(s))
+        out.data[t_.batch * out.batch_stride + part_m() * out.row_stride + int64_t(column) * out.tile_stride] =
+            Monoid::finish(s);
+    }
+    sync();  // the scratch is staging space again
+  }
+
+  template <class Monoid, class F>
+  __device__ void reduce(const Partials& out, Monoid, F&& f) {
+    using State = typename Monoid::State;
+    const int lane = t_.thread % 32, warp = t_.thread / 32;
+    State s = Monoid::identity();
+    map([&](Element& x) { s = Monoid::combine(s, as_state<Monoid>(f(x))); });
+#pragma unroll
+    for (int mask = 1; mask < 32; mask *= 2) s = Monoid::combine(s, detail::shuffle_xor(s, mask));
+    State* scratch = scratch_for<State>();
+    if (lane == 0) scratch[warp] = s;
+    sync();
+    if (t_.thread == 0) {
+      State all = scratch[0];
+#pragma unroll
+      for (int w = 1; w < 4; ++w) all = Monoid::combine(all, scratch[w]);
+      if (Monoid::present(all))
+        out.data[t_.batch * out.batch_stride + part_m() * out.row_stride + part_n() * out.tile_stride] =
+            Monoid::finish(all);
+    }
+    sync();
+  }
+
+ private:
+  enum class Width { full, half, wide };  // output columns per accumulator column: 1, 1/2, 2
+
+  __device__ int32_t row(int b, int i) const { return t_.row0 + Acc::row(b, i, t_.thread); }
+  __device__ int32_t col(int i) const { return t_.col0 + Acc::col(i, t_.thread); }
+  // Pin the program's values in place: nothing computed from them may be moved across this point.
+  // Without it the compiler computes a later store's converted values early, inside an earlier
+  // store's barrier phase, and those extra registers spill next to the 128 accumulators.
+  __device__ void pin_values() {
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b) sm90::accumulators_fence(acc_.value[b]);
+  }
+  // Edge parts: make the compiler recompute the (cheap) bounds checks in every primitive rather
+  // than keep one per element alive from the previous primitive.
+  __device__ void fresh_limits() {
+    if constexpr (Edge) asm volatile("" : "+r"(rows_left_), "+r"(cols_left_));
+  }
+  // Acc::row(b, i) - (this thread's first row) and Acc::col(i) - 2 (lane % 4) are constants.
+  __device__ bool inside(int b, int i) const {
+    if constexpr (!Edge) return true;
+    else return 64 * b + 8 * ((i / 2) % 2) < rows_left_ && 8 * (i / 4) + i % 2 < cols_left_;
+  }
+  __device__ int64_t part_m() const { return t_.row0 / Acc::kRows; }
+  __device__ int64_t part_n() const { return t_.col0 / Acc::kCols; }
+  __device__ void sync() const { sm90::named_barrier_sync(1 + t_.consumer, 128); }
+
+  // Reductions borrow the staging ring as scratch once every store reading it has finished.
+  template <class State>
+  __device__ State* scratch_for() {
+    static_assert(4 * Acc::kCols * sizeof(State) <= Buffers * detail::kSubtileBytes, "scratch exceeds the staging");
+    if (t_.thread == 0) sm90::tma_store_wait_read<0>();
+    sync();
+    return reinterpret_cast<State*>(&staging_[0][0]);
+  }
+
+  // Every output subtile (64 rows x 128 bytes) of the part, in order: accumulator chunk j (eight
+  // columns) lands in exactly one output subtile, decided at compile time from its width.
+  template <Width W, class F>
+  __device__ void store_as(const TileOut& out, F&& f) {
+    constexpr int ElementBytes = int(size_of(Out));
+    constexpr int kSubtileCols = 128 / ElementBytes;
+    constexpr int kChunks = Acc::kCols / 8;
+    constexpr int kOutChunkCols = W == Width::full ? 8 : W == Width::half ? 4 : 16;  // output columns per chunk
+    constexpr int kSubtilesPerBlock = (kChunks * kOutChunkCols + kSubtileCols - 1) / kSubtileCols;
+    const int lane = t_.thread % 32, warp = t_.thread / 32;
+    const int64_t out_col0 = W == Width::full ? t_.col0 : W == Width::half ? t_.col0 / 2 : 2 * int64_t(t_.col0);
+    fresh_limits();
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+      for (int sub = 0; sub < kSubtilesPerBlock; ++sub) {
+        uint8_t* staging = staging_[next_buffer_];
+        if (t_.thread == 0) sm90::tma_store_wait_read<Buffers - 1>();
+        sync();
+        pin_values();
+#pragma unroll
+        for (int j = 0; j < kChunks; ++j) {
+          if ((j * kOutChunkCols) / kSubtileCols != sub) continue;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int r = 16 * warp + lane / 4 + 8 * half;  // row within the 64-row block
+            const int i = 4 * j + 2 * half;                 // values i, i + 1 of the fragment:
+            const int pc = 8 * j + 2 * (lane % 4);          // part columns pc, pc + 1
+            Element x0{acc_.value[b][i], row(b, i), col(i), t_.batch};
+            Element x1{acc_.value[b][i + 1], row(b, i + 1), col(i + 1), t_.batch};
+            const bool in0 = inside(b, i), in1 = inside(b, i + 1);
+            if constexpr (W == Width::full) {  // output columns pc, pc + 1
+              const int oc = pc % kSubtileCols;
+              detail::put2<Out>(staging + detail::swizzled(r, oc * ElementBytes), out.scale,
+                           in0 ? f(x0) : 0.0f, in1 ? f(x1) : 0.0f);
+            } else if constexpr (W == Width::half) {  // output column pc / 2
+              const int oc = (pc / 2) % kSubtileCols;
+              Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
+              detail::put1<Out>(staging + detail::swizzled(r, oc * ElementBytes), out.scale, in0 ? f(p) : 0.0f);
+            } else {  // output columns 2 pc .. 2 pc + 3
+              const int oc = (2 * pc) % kSubtileCols;
+              const Values2 v0 = in0 ? f(x0) : Values2{0.0f, 0.0f};
+              const Values2 v1 = in1 ? f(x1) : Values2{0.0f, 0.0f};
+              detail::put2<Out>(staging + detail::swizzled(r, oc * ElementBytes), out.scale, v0.first, v0.second);
+              detail::put2<Out>(staging + detail::swizzled(r, (oc + 2) * ElementBytes), out.scale, v1.first,
+                           v1.second);
+            }
+          }
+        }
+        sm90::fence_shared_to_async();
+        sync();
+        if (t_.thread == 0) {
+          sm90::tma_store(&out.map, staging, int32_t(out_col0 + sub * kSubtileCols), t_.row0 + 64 * b, t_.batch);
+          sm90::tma_store_commit();
+        }
+        next_buffer_ = next_buffer_ + 1 == Buffers ? 0 : next_buffer_ + 1;
+      }
+  }
+
+  Acc& acc_;
+  const Coordinates& t_;
+  uint8_t (&staging_)[Buffers][detail::kSubtileBytes];
+  int& next_buffer_;
+  int32_t rows_left_;  // rows of the problem from this thread's first row on
+  int32_t cols_left_;  // columns of the problem from this thread's first column on
+};
+
+/// The mainloop Epilogue that runs `Program` (whose descriptors are the kernel's epilogue
+/// parameters) on every consumer warpgroup's part of every tile; every TileOut is written as `Out`.
+template <class Program, int Buffers, DType Out>
+struct ProgramEpilogue {
+  using Params = Program;
+
+  struct SharedStorage {
+    alignas(1024) uint8_t staging[2][Buffers][detail::kSubtileBytes];  // [consumer][buffer]
+  };
+
+  template <class Acc>
+  struct Pending {};  // programs run whole in prepare(): nothing is held back
+
+  template <class Acc>
+  __device__ void prepare(const Params& program, SharedStorage& s, Acc& acc, const mainloop::TileCoordinates& t,
+                          Pending<Acc>&) {
+    if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {
+      GpuTile<Acc, Buffers, Out, false> tile(acc, t, s.staging[t.consumer], next_buffer_);
+      program(tile);
+    } else {
+      GpuTile<Acc, Buffers, Out, true> tile(acc, t, s.staging[t.consumer], next_buffer_);
+      program(tile);
+    }
+  }
+
+  template <class Acc>
+  __device__ bool write(const Params&, SharedStorage&, const Pending<Acc>&, const mainloop::TileCoordinates&, int) {
+    return true;
+  }
+
+  __device__ void finish(const Params&, SharedStorage&, const mainloop::TileCoordinates& t) {
+    if (t.thread == 0) sm90::tma_store_wait_all();
+  }
+
+ private:
+  int next_buffer_ = 0;
+};
+
+}  // namespace coda::epilogue

@@ -1,0 +1,80 @@
+// coda/epilogue/monoids.hpp: the reductions epilogue programs use, as monoids.
+//
+// A monoid has a State, an identity, `lift` (one value -> State), an associative `combine`,
+// `finish` (State -> the value written) and `present` (whether a tile writes its result at all).
+// Executors fold a tile's elements in any order and shape they like (per thread, across a quad,
+// across warps, across the subtiles of a tile): associativity is all the program may assume, so
+// the GPU and CPU executors agree up to fp32 rounding order.
+//
+//   t.row_reduce(sum_squares, Sum{}, [](const auto& x) { return x.value * x.value; });
+//   t.row_reduce(lse_parts, LogSumExp{}, [](const auto& x) { return x.value; });  // online max/sum-exp
+//   t.row_reduce(target_logit, Pick{}, [&](const auto& x) { return Pick::State{x.value, x.col == target}; });
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+
+#include "coda/core/host_device.hpp"
+
+namespace coda::epilogue {
+
+struct Sum {
+  using State = float;
+  CODA_HD static State identity() { return 0.0f; }
+  CODA_HD static State lift(float v) { return v; }
+  CODA_HD static State combine(State a, State b) { return a + b; }
+  CODA_HD static float finish(State s) { return s; }
+  CODA_HD static bool present(State) { return true; }
+};
+
+/// Max that propagates NaN (a NaN anywhere makes the result NaN, as the reference does).
+struct Max {
+  using State = float;
+  CODA_HD static State identity() { return -INFINITY; }
+  CODA_HD static State lift(float v) { return v; }
+  CODA_HD static State combine(State a, State b) { return (a > b || a != a) ? a : b; }
+  CODA_HD static float finish(State s) { return s; }
+  CODA_HD static bool present(State) { return true; }
+};
+
+/// Online log-sum-exp: (running max, sum of exp(x - max)); finish gives max + log(sum).
+struct LogSumExp {
+  struct State {
+    float max;
+    float sum;
+  };
+  CODA_HD static State identity() { return {-INFINITY, 0.0f}; }
+  CODA_HD static State lift(float v) { return {v, 1.0f}; }
+  CODA_HD static State combine(State a, State b) {
+    const float m = a.max > b.max ? a.max : b.max;
+    if (m == -INFINITY) return {m, a.sum + b.sum};  // both empty: avoid inf - inf
+    return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+  }
+  CODA_HD static float finish(State s) { return s.max + logf(s.sum); }
+  CODA_HD static bool present(State) { return true; }
+};
+
+/// The one element a predicate picks (the target logit): only the tile holding it writes.
+struct Pick {
+  struct State {
+    float value;
+    bool found;
+  };
+  CODA_HD static State identity() { return {0.0f, false}; }
+  CODA_HD static State combine(State a, State b) { return a.found ? a : b; }
+  CODA_HD static float finish(State s) { return s.value; }
+  CODA_HD static bool present(State s) { return s.found; }
+};
+
+}  // namespace coda::epilogue
+
+namespace coda::epilogue {
+
+/// What a reduction's `f` returned, as the monoid's State: a State as is, anything else lifted.
+template <class Monoid, class Value>
+CODA_HD typename Monoid::State as_state(const Value& v) {
+  if constexpr (std::is_same_v<Value, typename Monoid::State>) return v;
+  else return Monoid::lift(float(v));
+}
+
+}  // namespace coda::epilogue

@@ -1,0 +1,12 @@
+// coda/epilogue/parts.hpp: the part of an output tile one epilogue-program call sees on the GPU
+// (a consumer warpgroup's share of the m128n256 tile). Partials are per part: a row reduction of
+// an N-column output yields ceil(N / kPartCols) values per row, a column reduction of M rows
+// ceil(M / kPartRows) values per column. The CPU executor is given the same shape.
+#pragma once
+
+namespace coda::epilogue {
+
+inline constexpr int kPartRows = 64;
+inline constexpr int kPartCols = 256;
+
+}  // namespace coda::epilogue

@@ -1,0 +1,107 @@
+// coda/epilogue/program.hpp: how an epilogue program is written.
+//
+// An epilogue program is a struct holding its argument descriptors (arguments.hpp) with a
+// CODA_HD call operator templated on the executor's Tile. The executor calls it once per part of
+// an output tile (one consumer warpgroup's part on the GPU; the same part shape on the CPU), with
+// the fp32 accumulators of that part inside the Tile. The same source runs on both executors:
+//
+//   // Gated SiLU (SwiGLU), O[m, j] = silu(Y[m, 2j]) * Y[m, 2j + 1]: gate and up interleaved.
+//   struct GatedSilu {
+//     coda::epilogue::TileOut out;  // M x N/2
+//     template <class Tile>
+//     CODA_HD void operator()(Tile& t) const {
+//       t.store_pairs(out, [](const auto& p) { return coda::epilogue::silu(p.first) * p.second; });
+//     }
+//   };
+//
+// The Tile interface (`t`), the five primitive classes:
+//
+//  1. maps
+//     t.map(f)              f(Element& x) for every element: x.value (float&), x.row, x.col, x.batch
+//     t.map_pairs(f)        f(Pair& p) for every pair of adjacent columns (2c, 2c+1) of a row:
+//                           p.first, p.second (float&), p.row, p.col (= 2c), p.batch
+//  2. vector loads                                   (stores are reductions, 4.)
+//     t.load(RowVector, x)        vector[x.col]      t.load(ColumnVector, x)   vector[x.row]
+//     t.load(Table, i, j)         table[i][j]        (e.g. i = a position read per row)
+//  3. tile loads and stores
+//     t.load(TileIn, x)           the input at x's position (M x N)
+//     t.load_wide(TileIn, x)      {first, second}: columns 2 x.col, 2 x.col + 1 of an M x 2N input
+//     t.store(TileOut)            every element's current value (M x N), rounded to out.dtype
+//     t.store(TileOut, f)         f(const Element&) for every element
+//     t.store_pairs(TileOut, f)   f(const Pair&) at column p.col / 2: an M x N/2 output
+//     t.store_wide(TileOut, f)    f(const Element&) -> {first, second} at columns 2 x.col, 2 x.col + 1
+//  4. tile reductions, per part (partials; a tiny auxiliary kernel combines them later)
+//     t.row_reduce(Partials, Monoid, f)     fold f(x) over the part's columns, one value per row
+//     t.column_reduce(Partials, Monoid, f)  fold f(x) over the part's rows, one value per column
+//     t.reduce(Partials, Monoid, f)         fold f(x) over the whole part: one value
+//     f returns a float (lifted by the monoid) or the monoid's State (monoids.hpp).
+//  5. stateful transforms: a monoid's State carries state across the part (online max/sum-exp,
+//     pick-one); executors fold it across threads, warps and subtiles as they see fit.
+//
+// Rules: operations run in program order; a map changes the values later primitives see. Only
+// elements inside the problem (row < M, col < N) are visited. Programs may not depend on the
+// order in which elements are visited, only on their (row, col).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "coda/core/dtype.hpp"
+#include "coda/core/host_device.hpp"
+#include "coda/epilogue/arguments.hpp"
+#include "coda/epilogue/math.hpp"
+#include "coda/epilogue/monoids.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+namespace coda::epilogue {
+
+struct Element {
+  float& value;
+  int32_t row;
+  int32_t col;
+  int32_t batch;
+};
+
+struct Pair {
+  float& first;
+  float& second;
+  int32_t row;
+  int32_t col;  // column of `first` (even); `second` is col + 1
+  int32_t batch;
+};
+
+struct Values2 {
+  float first;
+  float second;
+};
+
+/// One element of a 16/32-bit float or int32 array, as fp32. The same bits on host and device.
+CODA_HD float load_as_float(const void* data, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::f32: return static_cast<const float*>(data)[index];
+    case DType::i32: return float(static_cast<const int32_t*>(data)[index]);
+    case DType::bf16: {
+      const uint32_t bits = uint32_t(static_cast<const uint16_t*>(data)[index]) << 16;
+      float f;
+      memcpy(&f, &bits, 4);
+      return f;
+    }
+    case DType::f16: {
+#if defined(__CUDA_ARCH__)
+      return __half2float(static_cast<const __half*>(data)[index]);
+#else
+      return fp16_bits_to_float(static_cast<const uint16_t*>(data)[index]);
+#endif
+    }
+    default: return 0.0f;  // fp8 inputs are not epilogue operands
+  }
+}
+
+/// int32 element (positions, targets).
+CODA_HD int32_t load_as_int(const void* data, int64_t index) { return static_cast<const int32_t*>(data)[index]; }
+
+}  // namespace coda::epilogue

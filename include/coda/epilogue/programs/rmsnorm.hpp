@@ -1,0 +1,41 @@
+// coda/epilogue/programs/rmsnorm.hpp: the first GEMM of the GEMM-residual-RMSNorm-GEMM pattern
+// (CODA kernel 4) and the row scale the second GEMM applies (kernel 5).
+//
+//   kernel 4:  H = X W1^T + R   (store H: the new residual stream)
+//              S[m, b] = sum over the part's columns of H^2   (fp32, from H before rounding)
+//              U = H * g         (store U: the next GEMM's input)
+//   aux:       rstd[m] = rsqrt(sum_b S[m, b] / N + eps)
+//   kernel 5:  Z = rstd[m] * (U W2^T)   == RMSNorm(H) W2^T, since rstd is one scalar per row
+#pragma once
+
+#include "coda/epilogue/program.hpp"
+
+namespace coda::epilogue {
+
+struct ResidualRmsNorm {
+  TileIn residual;       // R, M x N
+  TileOut residual_out;  // H, M x N
+  Partials sum_squares;  // S, M x parts along N
+  RowVector weight;      // g, N
+  TileOut out;           // U, M x N
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    t.map([&](Element& x) { x.value += t.load(residual, x); });
+    t.store(residual_out);
+    t.row_reduce(sum_squares, Sum{}, [](const Element& x) { return x.value * x.value; });
+    t.store(out, [&](const Element& x) { return x.value * t.load(weight, x); });
+  }
+};
+
+struct RowScale {
+  ColumnVector scale;  // rstd, M
+  TileOut out;         // M x N
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    t.store(out, [&](const Element& x) { return x.value * t.load(scale, x); });
+  }
+};
+
+}  // namespace coda::epilogue

@@ -1,0 +1,45 @@
+// coda/epilogue/programs/rope.hpp: GEMM + RoPE (CODA kernel 1; with a row scale, kernel 7).
+//
+// Y is M x N with N = heads * head_dim. For the pair (y_2i, y_2i+1) of a head (interleaved
+// convention; reference/rope.hpp permutes rotate-half weights into it) and (c, s) =
+// (cos, sin)[pos[m]][i]:  (y_2i, y_2i+1) -> (y_2i c - y_2i+1 s, y_2i s + y_2i+1 c). Heads from
+// `rotated_heads` on (the V of a fused QKV projection) pass through. A position outside the
+// cache makes that row's rotated pairs NaN (a device-side error that cannot go unnoticed).
+#pragma once
+
+#include <cmath>
+
+#include "coda/epilogue/program.hpp"
+
+namespace coda::epilogue {
+
+struct Rope {
+  ColumnVector positions;  // int32, M
+  Table cos;               // max_pos x head_dim / 2
+  Table sin;
+  int32_t head_dim = 128;
+  int32_t rotated_heads = 0;
+  ColumnVector row_scale;  // optional: Y = rstd[m] * (X W^T) first (kernel 7)
+  TileOut out;             // M x N
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
+    t.map_pairs([&](Pair& p) {
+      if (p.col / head_dim >= rotated_heads) return;
+      const int32_t i = (p.col % head_dim) / 2;
+      const int32_t position = int32_t(t.load(positions, p));
+      if (position < 0 || position >= cos.rows) {
+        p.first = p.second = NAN;
+        return;
+      }
+      const float c = t.load(cos, position, i), s = t.load(sin, position, i);
+      const float y0 = p.first, y1 = p.second;
+      p.first = y0 * c - y1 * s;
+      p.second = y0 * s + y1 * c;
+    });
+    t.store(out);
+  }
+};
+
+}  // namespace coda::epilogue

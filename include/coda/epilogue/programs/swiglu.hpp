@@ -1,0 +1,26 @@
+// coda/epilogue/programs/swiglu.hpp: GEMM + SwiGLU (CODA kernel 2; with a row scale, kernel 6).
+//
+// The GEMM's weight rows are interleaved (gate_0, up_0, gate_1, up_1, ...), so each gate sits
+// next to its up value in the accumulators: O[m, j] = silu(Y[m, 2j]) * Y[m, 2j + 1], a 2 -> 1
+// pairwise map with a half-width output. Optionally Y is stored too (for the backward), and
+// scaled first by a per-row factor (rstd: the RMSNorm before the MLP, kernel 6).
+#pragma once
+
+#include "coda/epilogue/program.hpp"
+
+namespace coda::epilogue {
+
+struct Swiglu {
+  TileOut out;             // M x N/2
+  TileOut pre_activation;  // optional (data null: not stored): Y, M x N
+  ColumnVector row_scale;  // optional: Y = rstd[m] * (X W^T)
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
+    if (pre_activation.data) t.store(pre_activation);
+    t.store_pairs(out, [](const Pair& p) { return silu(p.first) * p.second; });
+  }
+};
+
+}  // namespace coda::epilogue

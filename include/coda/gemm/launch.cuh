@@ -1,0 +1,75 @@
+// coda/gemm/launch.cuh: planning and launching the mainloop with any epilogue.
+//
+// coda::gemm() is this with the store epilogue; the epilogue-program launcher
+// (coda/epilogue/launch.cuh) uses it with a program's epilogue:
+//
+//   mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, options, "coda::my_op");
+//   mainloop::KernelParams<MyEpilogue::Params> params = plan.kernel_params(my_epilogue_params);
+//   mainloop::launch_kernel<TileM128N256, __nv_bfloat16, Major::k, Major::k, MyEpilogue>(params, plan.ctas, stream);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+#include "coda/core/device.hpp"
+#include "coda/gemm/gemm.hpp"
+#include "coda/gemm/kernel.cuh"
+
+namespace coda::mainloop {
+
+/// Everything a launch needs besides the epilogue's parameters.
+struct LaunchPlan {
+  GemmPlan summary;      // configuration, split-K, CTAs, workspace
+  int64_t m = 0, n = 0, k = 0, batch = 0;
+  DType input = DType::bf16;
+  Major a_major = Major::k, b_major = Major::k;
+  CUtensorMap a{}, b{};
+  ScheduleParams schedule{};
+  PartialsWorkspace partials{};
+
+  template <class EpilogueParams>
+  KernelParams<EpilogueParams> kernel_params(const EpilogueParams& epilogue) const {
+    KernelParams<EpilogueParams> p{};
+    p.a = a;
+    p.b = b;
+    p.schedule = schedule;
+    p.m = int32_t(m);
+    p.n = int32_t(n);
+    p.partials = partials;
+    p.epilogue = epilogue;
+    return p;
+  }
+};
+
+/// Validate A and B (the rules of coda::gemm, messages naming `function`) and plan C = A B^T:
+/// tile (options.tile, or the heuristic), split-K, tensor maps of A and B, schedule. Needs a
+/// Hopper GPU (throws coda::Unsupported without one, after validating the arguments).
+LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function);
+
+/// Launch the mainloop kernel of one configuration on `ctas` persistent CTAs.
+template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
+void launch_kernel(const KernelParams<typename Epilogue::Params>& params, int ctas, cudaStream_t stream) {
+  auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
+  constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
+  static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  });
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(ctas));
+  config.blockDim = dim3(Config::kThreads);
+  config.dynamicSmemBytes = kShared;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = Config::kClusterSize;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  CODA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params));
+}
+
+}  // namespace coda::mainloop

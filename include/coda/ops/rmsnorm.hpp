@@ -1,0 +1,41 @@
+// coda/ops/rmsnorm.hpp: the GEMM-residual-RMSNorm-GEMM pattern (CODA kernels 4 and 5).
+//
+//   // h = x W1^T + residual (the new residual stream), u = h * g, rstd = rsqrt(mean(h^2) + eps)
+//   coda::ops::gemm_residual_rmsnorm(x, w1, residual, g, 1e-6f, h, u, rstd, workspace, bytes, stream);
+//   // RMSNorm(h) W2^T, without ever normalizing h: rstd is one scalar per row, so it commutes
+//   coda::ops::gemm_row_scale(u, w2, rstd, z, stream);
+//
+// x, w1, residual, h, u share one type (bf16 or f16); g is f32, bf16 or f16; rstd f32. The
+// workspace holds the per-tile sums of squares: residual_rmsnorm_workspace_bytes(M, N).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "coda/core/status.hpp"
+#include "coda/core/tensor.hpp"
+#include "coda/gemm/gemm.hpp"
+
+namespace coda::ops {
+
+std::size_t residual_rmsnorm_workspace_bytes(int64_t m, int64_t n);
+
+/// Kernel 4 and the rstd reduction. h, u: M x N; rstd: M (f32).
+void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const TensorView& residual,
+                           const TensorView& weight, float eps, const TensorView& h, const TensorView& u,
+                           const TensorView& rstd, void* workspace, std::size_t workspace_bytes,
+                           cudaStream_t stream = nullptr, const GemmOptions& options = {});
+Status try_gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const TensorView& residual,
+                                 const TensorView& weight, float eps, const TensorView& h, const TensorView& u,
+                                 const TensorView& rstd, void* workspace, std::size_t workspace_bytes,
+                                 cudaStream_t stream = nullptr, const GemmOptions& options = {});
+
+/// Kernel 5: out = rstd[m] * (X W^T).
+void gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& rstd, const TensorView& out,
+                    cudaStream_t stream = nullptr, const GemmOptions& options = {});
+Status try_gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& rstd, const TensorView& out,
+                          cudaStream_t stream = nullptr, const GemmOptions& options = {});
+
+}  // namespace coda::ops

@@ -1,0 +1,35 @@
+// coda/ops/swiglu.hpp: GEMM + SwiGLU (CODA kernel 2; with a row scale, kernel 6).
+//
+//   // The MLP's gate/up projection: O = silu(X W_g^T) * (X W_u^T), one GEMM over interleaved W.
+//   coda::ops::interleave_gate_up(w_gate_host, w_up_host, w_host);   // once, on the host
+//   coda::ops::gemm_swiglu(x, w, out, stream);                         // x M x K, w 2F x K, out M x F
+//
+// All tensors are device memory except the host helper's. x, w, out (and pre_activation) share one
+// type, bf16 or f16; row_scale is f32. Any M, K >= 1 and F >= 1 with 16-byte-aligned rows.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "coda/core/status.hpp"
+#include "coda/core/tensor.hpp"
+#include "coda/gemm/gemm.hpp"
+
+namespace coda::ops {
+
+struct SwigluOptions {
+  TensorView pre_activation;  // optional (data null: not stored): Y = X W^T, M x 2F, for the backward
+  TensorView row_scale;       // optional f32 (M): Y = rstd[m] * X W^T first (kernel 6)
+  GemmOptions gemm;
+};
+
+/// O[m, j] = silu(Y[m, 2j]) * Y[m, 2j + 1], Y = X W^T with W's rows interleaved (gate, up, ...).
+void gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out, cudaStream_t stream = nullptr,
+                 const SwigluOptions& options = {});
+Status try_gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out, cudaStream_t stream = nullptr,
+                       const SwigluOptions& options = {});
+
+/// Host helper: W (2F x K) with rows gate_0, up_0, gate_1, up_1, ... from W_gate and W_up (F x K),
+/// all in host memory, any element type.
+void interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out);
+
+}  // namespace coda::ops

@@ -1,0 +1,149 @@
+// coda/reference/epilogue_executor.hpp: the CPU executor of epilogue programs.
+//
+// It runs a program's own code (host-compiled) on the parts of an output tile, with the fp32
+// values of a reference GEMM as accumulators, and implements every primitive of
+// coda/epilogue/program.hpp plainly: loops over rows and columns in order. CI has no GPU; this is
+// how every program's semantics is tested there, and the GPU executor is checked against it.
+//
+//   coda::ref::Matrix y = coda::ref::gemm(x, Major::k, w, Major::k);   // fp64 accumulators
+//   coda::epilogue::Swiglu program{.out = out};                         // host pointers
+//   coda::ref::run_epilogue(program, y, /*batch=*/0, {64, 256});       // parts of 64 x 256
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "coda/epilogue/program.hpp"
+#include "coda/reference/matrix.hpp"
+
+namespace coda::ref {
+
+/// The shape of the part one program call sees (a GPU consumer warpgroup's part of a tile).
+struct PartShape {
+  int64_t rows;
+  int64_t cols;
+};
+
+/// One element written to a host TileOut at (batch, row, col): fp8 outputs are scaled first.
+void store_output(const epilogue::TileOut& out, int32_t batch, int64_t row, int64_t col, float value);
+
+/// The Tile of a CPU program call: one part, row-major fp32 values.
+class CpuTile {
+ public:
+  CpuTile(const Matrix& accumulators, int32_t batch, int64_t tile_m, int64_t tile_n, PartShape part);
+
+  template <class F>
+  void map(F&& f) {
+    for (int64_t r = 0; r < rows_; ++r)
+      for (int64_t c = 0; c < cols_; ++c) {
+        epilogue::Element x{value(r, c), row(r), col(c), batch_};
+        f(x);
+      }
+  }
+
+  template <class F>
+  void map_pairs(F&& f) {
+    for (int64_t r = 0; r < rows_; ++r)
+      for (int64_t c = 0; c + 1 < cols_; c += 2) {
+        epilogue::Pair p{value(r, c), value(r, c + 1), row(r), col(c), batch_};
+        f(p);
+      }
+  }
+
+  // Loads take the position of an Element or of a Pair (`At`: anything with row, col, batch), as
+  // on the GPU: Rope reads a row's position at a Pair.
+  template <class At>
+  float load(const epilogue::TileIn& in, const At& x) const {
+    return epilogue::load_as_float(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
+  }
+  template <class At>
+  epilogue::Values2 load_wide(const epilogue::TileIn& in, const At& x) const {
+    const int64_t at = x.batch * in.batch_stride + int64_t(x.row) * in.ld + 2 * int64_t(x.col);
+    return {epilogue::load_as_float(in.data, in.dtype, at), epilogue::load_as_float(in.data, in.dtype, at + 1)};
+  }
+  template <class At>
+  float load(const epilogue::RowVector& v, const At& x) const {
+    return epilogue::load_as_float(v.data, v.dtype, x.col);
+  }
+  template <class At>
+  float load(const epilogue::ColumnVector& v, const At& x) const {
+    return epilogue::load_as_float(v.data, v.dtype, x.batch * v.batch_stride + x.row);
+  }
+  float load(const epilogue::Table& table, int64_t i, int64_t j) const { return table.data[i * table.ld + j]; }
+
+  void store(const epilogue::TileOut& out) {
+    map([&](epilogue::Element& x) { store_output(out, x.batch, x.row, x.col, x.value); });
+  }
+  template <class F>
+  void store(const epilogue::TileOut& out, F&& f) {
+    map([&](epilogue::Element& x) { store_output(out, x.batch, x.row, x.col, f(x)); });
+  }
+  template <class F>
+  void store_pairs(const epilogue::TileOut& out, F&& f) {
+    map_pairs([&](epilogue::Pair& p) { store_output(out, p.batch, p.row, p.col / 2, f(p)); });
+  }
+  template <class F>
+  void store_wide(const epilogue::TileOut& out, F&& f) {
+    map([&](epilogue::Element& x) {
+      const epilogue::Values2 v = f(x);
+      store_output(out, x.batch, x.row, 2 * int64_t(x.col), v.first);
+      store_output(out, x.batch, x.row, 2 * int64_t(x.col) + 1, v.second);
+    });
+  }
+
+  template <class Monoid, class F>
+  void row_reduce(const epilogue::Partials& out, Monoid, F&& f) {
+    for (int64_t r = 0; r < rows_; ++r) {
+      typename Monoid::State s = Monoid::identity();
+      for (int64_t c = 0; c < cols_; ++c) {
+        epilogue::Element x{value(r, c), row(r), col(c), batch_};
+        s = Monoid::combine(s, epilogue::as_state<Monoid>(f(x)));
+      }
+      if (Monoid::present(s)) partial(out, row(r), tile_n_) = Monoid::finish(s);
+    }
+  }
+
+  template <class Monoid, class F>
+  void column_reduce(const epilogue::Partials& out, Monoid, F&& f) {
+    for (int64_t c = 0; c < cols_; ++c) {
+      typename Monoid::State s = Monoid::identity();
+      for (int64_t r = 0; r < rows_; ++r) {
+        epilogue::Element x{value(r, c), row(r), col(c), batch_};
+        s = Monoid::combine(s, epilogue::as_state<Monoid>(f(x)));
+      }
+      if (Monoid::present(s)) partial(out, tile_m_, col(c)) = Monoid::finish(s);
+    }
+  }
+
+  template <class Monoid, class F>
+  void reduce(const epilogue::Partials& out, Monoid, F&& f) {
+    typename Monoid::State s = Monoid::identity();
+    map([&](epilogue::Element& x) { s = Monoid::combine(s, epilogue::as_state<Monoid>(f(x))); });
+    if (Monoid::present(s)) partial(out, tile_m_, tile_n_) = Monoid::finish(s);
+  }
+
+ private:
+  float& value(int64_t r, int64_t c) { return values_[std::size_t(r * cols_ + c)]; }
+  int32_t row(int64_t r) const { return int32_t(row0_ + r); }
+  int32_t col(int64_t c) const { return int32_t(col0_ + c); }
+  float& partial(const epilogue::Partials& out, int64_t major, int64_t minor) const {
+    return out.data[batch_ * out.batch_stride + major * out.row_stride + minor * out.tile_stride];
+  }
+
+  std::vector<float> values_;
+  int32_t batch_;
+  int64_t tile_m_, tile_n_, row0_, col0_, rows_, cols_;
+};
+
+/// Run `program` over every part of the M x N accumulators of batch `batch`, each rounded to
+/// fp32 first (what the GPU's accumulators hold).
+template <class Program>
+void run_epilogue(const Program& program, const Matrix& accumulators, int32_t batch, PartShape part) {
+  for (int64_t tm = 0; tm * part.rows < accumulators.rows; ++tm)
+    for (int64_t tn = 0; tn * part.cols < accumulators.cols; ++tn) {
+      CpuTile tile(accumulators, batch, tm, tn, part);
+      program(tile);
+    }
+}
+
+}  // namespace coda::ref

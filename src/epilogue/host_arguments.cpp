@@ -1,0 +1,77 @@
+#include "coda/epilogue/host_arguments.hpp"
+
+#include "coda/arch/sm90/tensor_map.hpp"
+#include "coda/core/validate.hpp"
+
+namespace coda::epilogue {
+namespace {
+
+constexpr const char* kFunction = "coda epilogue argument";
+
+void check_tile(const TensorView& v, const char* argument, std::initializer_list<DType> types) {
+  ArgumentCheck check(kFunction);
+  check.not_null(argument, v.data).rank_in(argument, v, 2, 3).dtype_in(argument, v.dtype, types).inner_contiguous(argument, v);
+  check.throw_if_error();
+}
+
+void check_vector(const TensorView& v, const char* argument, int max_rank, std::initializer_list<DType> types) {
+  ArgumentCheck check(kFunction);
+  check.not_null(argument, v.data).rank_in(argument, v, 1, max_rank).dtype_in(argument, v.dtype, types).inner_contiguous(argument, v);
+  check.throw_if_error();
+}
+
+}  // namespace
+
+TileIn tile_in(const TensorView& v, const char* argument) {
+  check_tile(v, argument, {DType::bf16, DType::f16, DType::f32});
+  return {v.data, v.dtype, v.ld(), v.batch() > 1 ? v.batch_stride() : 0};
+}
+
+TileOut tile_out(const TensorView& v, const char* argument, float scale) {
+  check_tile(v, argument, {DType::bf16, DType::f16, DType::f32, DType::e4m3, DType::e5m2});
+  ArgumentCheck check(kFunction);
+  check.tma_aligned(argument, v).require(scale > 0.0f, argument, "fp8 scale must be positive");
+  check.throw_if_error();
+  TileOut out;
+  out.data = v.data;
+  out.dtype = v.dtype;
+  out.ld = v.ld();
+  out.batch_stride = v.batch() > 1 ? v.batch_stride() : 0;
+  out.scale = scale;
+  // The executor stores 64-row subtiles 128 bytes wide.
+  out.map = sm90::make_tensor_map_3d(v.data, v.dtype, {v.cols(), v.rows(), v.batch()}, {v.ld(), v.batch_stride()},
+                                     {uint32_t(128 / size_of(v.dtype)), 64}, argument);
+  return out;
+}
+
+RowVector row_vector(const TensorView& v, const char* argument) {
+  check_vector(v, argument, 1, {DType::f32, DType::bf16, DType::f16});
+  return {v.data, v.dtype};
+}
+
+ColumnVector column_vector(const TensorView& v, const char* argument) {
+  check_vector(v, argument, 2, {DType::f32, DType::bf16, DType::f16, DType::i32});
+  return {v.data, v.dtype, v.rank == 2 ? v.stride[0] : 0};
+}
+
+Partials row_partials(const TensorView& v, const char* argument) {
+  check_tile(v, argument, {DType::f32});
+  return {static_cast<float*>(v.data), v.ld(), 1, v.batch() > 1 ? v.batch_stride() : 0};
+}
+
+Partials column_partials(const TensorView& v, const char* argument) {
+  check_tile(v, argument, {DType::f32});
+  return {static_cast<float*>(v.data), v.ld(), 1, v.batch() > 1 ? v.batch_stride() : 0};
+}
+
+Partials per_row(const TensorView& v, const char* argument) {
+  check_vector(v, argument, 2, {DType::f32});
+  return {static_cast<float*>(v.data), 1, 0, v.rank == 2 ? v.stride[0] : 0};
+}
+
+Table table(const TensorView& v, const char* argument) {
+  check_tile(v, argument, {DType::f32});
+  return {static_cast<const float*>(v.data), v.ld(), v.rows()};
+}
+
+}  // namespace coda::epilogue

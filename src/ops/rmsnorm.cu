@@ -1,0 +1,92 @@
+#include "coda/ops/rmsnorm.hpp"
+
+#include "coda/epilogue/host_arguments.hpp"
+#include "coda/epilogue/launch.cuh"
+#include "coda/epilogue/programs/rmsnorm.hpp"
+#include "op_checks.hpp"
+
+namespace coda::ops {
+namespace {
+
+using detail::concat;
+
+int64_t parts_along(int64_t n) { return (n + epilogue::kPartCols - 1) / epilogue::kPartCols; }
+
+// rstd[m] = rsqrt(sum_b S[m, b] / N + eps), parts added in order: one thread per row.
+__global__ void rstd_from_partials(const float* sum_squares, int64_t parts, int64_t rows, int64_t n, float eps,
+                                   float* rstd) {
+  const int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (m >= rows) return;
+  float total = 0.0f;
+  for (int64_t b = 0; b < parts; ++b) total += sum_squares[m * parts + b];
+  rstd[m] = rsqrtf(total / float(n) + eps);
+}
+
+}  // namespace
+
+std::size_t residual_rmsnorm_workspace_bytes(int64_t m, int64_t n) {
+  return std::size_t(m) * std::size_t(parts_along(n)) * sizeof(float);
+}
+
+void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const TensorView& residual,
+                           const TensorView& weight, float eps, const TensorView& h, const TensorView& u,
+                           const TensorView& rstd, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                           const GemmOptions& options) {
+  constexpr const char* kFunction = "coda::ops::gemm_residual_rmsnorm";
+  ArgumentCheck check(kFunction);
+  const GemmShape g = check_projection(check, x, w);
+  check_output(check, "residual", residual, g.m, g.n, x.dtype);
+  check_output(check, "h", h, g.m, g.n, x.dtype);
+  check_output(check, "u", u, g.m, g.n, x.dtype);
+  check_vector(check, "weight", weight, g.n, {DType::f32, DType::bf16, DType::f16});
+  check_vector(check, "rstd", rstd, g.m, {DType::f32});
+  check.require(eps >= 0.0f, "eps", concat("is ", eps, " but must be >= 0"))
+      .not_null("workspace", workspace)
+      .require(workspace_bytes >= residual_rmsnorm_workspace_bytes(g.m, g.n), "workspace",
+               concat("holds ", workspace_bytes, " bytes but needs ", residual_rmsnorm_workspace_bytes(g.m, g.n),
+                      " (coda::ops::residual_rmsnorm_workspace_bytes)"));
+  check.throw_if_error();
+
+  const int64_t parts = parts_along(g.n);
+  epilogue::ResidualRmsNorm program;
+  program.residual = epilogue::tile_in(residual, "residual");
+  program.residual_out = epilogue::tile_out(h, "h");
+  program.out = epilogue::tile_out(u, "u");
+  program.weight = epilogue::row_vector(weight, "weight");
+  program.sum_squares = epilogue::row_partials(TensorView::matrix(workspace, DType::f32, g.m, parts), "workspace");
+  gemm_program({x, Major::k}, {w, Major::k}, program, stream, options, kFunction);
+  const int threads = 256;
+  rstd_from_partials<<<unsigned((g.m + threads - 1) / threads), threads, 0, stream>>>(
+      static_cast<const float*>(workspace), parts, g.m, g.n, eps, static_cast<float*>(rstd.data));
+  CODA_CUDA_CHECK(cudaGetLastError());
+}
+
+Status try_gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const TensorView& residual,
+                                 const TensorView& weight, float eps, const TensorView& h, const TensorView& u,
+                                 const TensorView& rstd, void* workspace, std::size_t workspace_bytes,
+                                 cudaStream_t stream, const GemmOptions& options) {
+  return status_of([&] {
+    gemm_residual_rmsnorm(x, w, residual, weight, eps, h, u, rstd, workspace, workspace_bytes, stream, options);
+  });
+}
+
+void gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& rstd, const TensorView& out,
+                    cudaStream_t stream, const GemmOptions& options) {
+  constexpr const char* kFunction = "coda::ops::gemm_row_scale";
+  ArgumentCheck check(kFunction);
+  const GemmShape g = check_projection(check, x, w);
+  check_output(check, "out", out, g.m, g.n, x.dtype);
+  check_vector(check, "rstd", rstd, g.m, {DType::f32});
+  check.throw_if_error();
+  epilogue::RowScale program;
+  program.scale = epilogue::column_vector(rstd, "rstd");
+  program.out = epilogue::tile_out(out, "out");
+  gemm_program({x, Major::k}, {w, Major::k}, program, stream, options, kFunction);
+}
+
+Status try_gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& rstd, const TensorView& out,
+                          cudaStream_t stream, const GemmOptions& options) {
+  return status_of([&] { gemm_row_scale(x, w, rstd, out, stream, options); });
+}
+
+}  // namespace coda::ops

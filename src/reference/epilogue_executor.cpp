@@ -1,0 +1,23 @@
+#include "coda/reference/epilogue_executor.hpp"
+
+#include <algorithm>
+
+namespace coda::ref {
+
+void store_output(const epilogue::TileOut& out, int32_t batch, int64_t row, int64_t col, float value) {
+  const int64_t index = batch * out.batch_stride + row * out.ld + col;
+  auto* dst = static_cast<unsigned char*>(out.data) + index * int64_t(size_of(out.dtype));
+  // fp8: scale in fp32 (as the GPU does), then one saturating rounding.
+  store_element(out.dtype, dst, is_fp8(out.dtype) ? double(value * out.scale) : double(value));
+}
+
+CpuTile::CpuTile(const Matrix& accumulators, int32_t batch, int64_t tile_m, int64_t tile_n, PartShape part)
+    : batch_(batch), tile_m_(tile_m), tile_n_(tile_n), row0_(tile_m * part.rows), col0_(tile_n * part.cols) {
+  rows_ = std::min(part.rows, accumulators.rows - row0_);
+  cols_ = std::min(part.cols, accumulators.cols - col0_);
+  values_.resize(std::size_t(rows_ * cols_));
+  for (int64_t r = 0; r < rows_; ++r)
+    for (int64_t c = 0; c < cols_; ++c) values_[std::size_t(r * cols_ + c)] = float(accumulators(row0_ + r, col0_ + c));
+}
+
+}  // namespace coda::ref
