@@ -4,15 +4,21 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "coda/epilogue/parts.hpp"
 #include "coda/epilogue/programs/rmsnorm.hpp"
+#include "coda/epilogue/programs/rope.hpp"
 #include "coda/epilogue/programs/swiglu.hpp"
+#include "coda/ops/cross_entropy.hpp"
 #include "coda/ops/rmsnorm.hpp"
+#include "coda/ops/rope.hpp"
 #include "coda/ops/swiglu.hpp"
 #include "coda/reference/epilogue_executor.hpp"
+#include "coda/reference/cross_entropy.hpp"
 #include "coda/reference/gemm.hpp"
 #include "coda/reference/rmsnorm.hpp"
+#include "coda/reference/rope.hpp"
 #include "coda/reference/swiglu.hpp"
 #include "support/device_tensor.hpp"
 #include "support/gemm_case.hpp"
@@ -122,6 +128,157 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
     const ref::Matrix want_z = ref::row_scale(ref::gemm(u.host.matrix(), Major::k, matrix_of(w2), Major::k), rstd.host.matrix().data);
     EXPECT_LT(ref::relative_error(z.host.matrix(), want_z), kBf16Tolerance);
   }
+}
+
+// int32 values on both copies.
+DeviceTensor int_vector(const std::vector<int32_t>& values) {
+  DeviceTensor t(DType::i32, 1, int64_t(values.size()));
+  std::memcpy(t.host.bytes.data(), values.data(), values.size() * 4);
+  t.upload();
+  return t;
+}
+
+DeviceTensor float_matrix(const ref::Matrix& m) {
+  DeviceTensor t(DType::f32, m.rows, m.cols, m.cols);
+  ref::store(m, t.host.view);
+  t.upload();
+  return t;
+}
+
+TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
+  CODA_REQUIRE_HOPPER();
+  const int head_dim = 64, max_pos = 300;
+  const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
+  DeviceTensor cos = float_matrix(cache.cos), sin = float_matrix(cache.sin);
+  for (const Shape& s : kShapes)
+    for (int variant = 0; variant < 2; ++variant) {  // plain, + row scale (kernel 7)
+      const int64_t n = (s.n / head_dim) * head_dim, heads = n / head_dim;
+      const int rotated = int(heads > 1 ? heads - 1 : heads);  // the last head passes through (V)
+      SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << n << " K=" << s.k << " variant " << variant << ", "
+                                        << seed_note());
+      DeviceTensor x(DType::bf16, s.m, s.k), w(DType::bf16, n, s.k), rstd(DType::f32, 1, s.m);
+      x.random();
+      w.random();
+      rstd.random(0.5, 2.0);
+      std::vector<int32_t> positions(std::size_t(s.m));
+      for (auto& p : positions) p = int32_t(uniform_int(0, max_pos - 1));
+      DeviceTensor pos = int_vector(positions);
+      DeviceTensor out(DType::bf16, s.m, n);
+      out.poison();
+      ops::RopeOptions options;
+      if (variant == 1) options.row_scale = rstd.vector_view();
+      ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(), sin.view(), head_dim, rotated, out.view(), nullptr,
+                     options);
+      CODA_CUDA_CHECK(cudaDeviceSynchronize());
+      out.download();
+      EXPECT_EQ(unwritten(out.host), 0);
+      ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
+      if (variant == 1) y = ref::row_scale(y, rstd.host.matrix().data);
+      EXPECT_LT(ref::relative_error(out.host.matrix(), ref::rope(y, positions, cache, head_dim, rotated)), kBf16Tolerance);
+
+      HostTensor expected(DType::bf16, s.m, n);
+      epilogue::Rope program;
+      program.positions = {pos.host.bytes.data(), DType::i32, 0};
+      program.cos = {reinterpret_cast<const float*>(cos.host.bytes.data()), cos.host.view.ld(), max_pos};
+      program.sin = {reinterpret_cast<const float*>(sin.host.bytes.data()), sin.host.view.ld(), max_pos};
+      program.head_dim = head_dim;
+      program.rotated_heads = rotated;
+      if (variant == 1) program.row_scale = {rstd.host.bytes.data(), DType::f32, 0};
+      program.out = {expected.bytes.data(), DType::bf16, expected.view.ld(), 0};
+      ref::run_epilogue(program, ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k), 0, {kPartRows, kPartCols});
+      EXPECT_LT(ref::relative_error(out.host.matrix(), expected.matrix()), kExecutorTolerance);
+    }
+}
+
+TEST(OpsGpu, RopePositionOutsideTheCacheGivesNaN) {
+  CODA_REQUIRE_HOPPER();
+  const int head_dim = 64, max_pos = 16;
+  const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
+  DeviceTensor cos = float_matrix(cache.cos), sin = float_matrix(cache.sin);
+  DeviceTensor x(DType::bf16, 4, 64), w(DType::bf16, 128, 64), out(DType::bf16, 4, 128);
+  x.random();
+  w.random();
+  DeviceTensor pos = int_vector({0, max_pos, 3, -1});
+  ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(), sin.view(), head_dim, 1, out.view());
+  CODA_CUDA_CHECK(cudaDeviceSynchronize());
+  const ref::Matrix got = out.download().host.matrix();
+  EXPECT_TRUE(std::isfinite(got(0, 0)) && std::isfinite(got(2, 5)));
+  EXPECT_TRUE(std::isnan(got(1, 0)) && std::isnan(got(3, 63)));
+  EXPECT_TRUE(std::isfinite(got(1, 64)));  // the second head is not rotated
+}
+
+TEST(OpsGpu, CrossEntropyMatchesReferenceForEveryOption) {
+  CODA_REQUIRE_HOPPER();
+  struct Variant {
+    ops::LossReduction reduction;
+    float smoothing, z_loss, softcap;
+    bool logits, row_scale;
+  };
+  const Variant variants[] = {{ops::LossReduction::mean, 0, 0, 0, false, false},
+                              {ops::LossReduction::none, 0.1f, 1e-3f, 0, true, false},
+                              {ops::LossReduction::sum, 0, 0, 30.0f, false, true},
+                              {ops::LossReduction::mean, 0.05f, 1e-4f, 15.0f, false, true}};
+  const Shape shapes[] = {{1, 1000, 64}, {200, 5000 + 17, 136}, {512, 32000, 256}};
+  for (const Shape& s : shapes)
+    for (const Variant& v : variants) {
+      SCOPED_TRACE(::testing::Message() << "M=" << s.m << " V=" << s.n << " K=" << s.k << " reduction "
+                                        << int(v.reduction) << " eps " << v.smoothing << " z " << v.z_loss << " cap "
+                                        << v.softcap << ", " << seed_note());
+      DeviceTensor x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k), rstd(DType::f32, 1, s.m);
+      x.random(-2, 2);
+      w.random();
+      rstd.random(0.5, 2.0);
+      std::vector<int32_t> targets(std::size_t(s.m));
+      for (auto& t : targets) t = uniform_int(0, 9) == 0 ? -100 : int32_t(uniform_int(0, s.n - 1));
+      if (s.m > 1) targets[0] = -100;  // at least one ignored row
+      DeviceTensor tgt = int_vector(targets);
+      const int64_t loss_len = v.reduction == ops::LossReduction::none ? s.m : 1;
+      DeviceTensor loss(DType::f32, 1, loss_len), lse(DType::f32, 1, s.m), logits(DType::bf16, s.m, s.n);
+      loss.poison();
+      lse.poison();
+      logits.poison();
+      ops::CrossEntropyOptions options;
+      options.reduction = v.reduction;
+      options.label_smoothing = v.smoothing;
+      options.z_loss = v.z_loss;
+      options.softcap = v.softcap;
+      if (v.logits) options.logits = logits.view();
+      if (v.row_scale) options.row_scale = rstd.vector_view();
+      DeviceBuffer workspace(ops::cross_entropy_workspace_bytes(s.m, s.n, options));
+      ops::gemm_cross_entropy(x.view(), w.view(), tgt.vector_view(), loss.vector_view(), lse.vector_view(),
+                              workspace.get(), workspace.bytes(), nullptr, options);
+      CODA_CUDA_CHECK(cudaDeviceSynchronize());
+      loss.download();
+      lse.download();
+
+      ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
+      if (v.row_scale) y = ref::row_scale(y, rstd.host.matrix().data);
+      ref::CrossEntropyOptions ro;
+      ro.label_smoothing = v.smoothing;
+      ro.z_loss = v.z_loss;
+      ro.softcap = v.softcap;
+      ro.reduction = v.reduction == ops::LossReduction::none ? ref::LossReduction::none
+                     : v.reduction == ops::LossReduction::sum ? ref::LossReduction::sum
+                                                              : ref::LossReduction::mean;
+      const ref::CrossEntropyLoss want = ref::cross_entropy(y, targets, ro);
+      // fp32 accumulation of the GEMM, fp32 epilogue math: errors ~1e-6 relative
+      EXPECT_LT(ref::relative_error(lse.host.matrix().data, want.lse), 1e-5);
+      if (v.reduction == ops::LossReduction::none) {
+        EXPECT_LT(ref::relative_error(loss.host.matrix().data, want.per_row), 1e-4);
+      } else if (std::isnan(*want.reduced)) {  // a mean over no rows: NaN, as PyTorch
+        EXPECT_TRUE(std::isnan(loss.host.matrix()(0, 0)));
+      } else {
+        EXPECT_NEAR(loss.host.matrix()(0, 0), *want.reduced, 1e-4 * std::fabs(*want.reduced) + 1e-6);
+      }
+      if (v.logits) {
+        logits.download();
+        ref::Matrix capped = y;
+        if (v.softcap > 0)
+          for (double& e : capped.data) e = v.softcap * std::tanh(e / v.softcap);
+        EXPECT_EQ(unwritten(logits.host), 0);
+        EXPECT_LT(ref::relative_error(logits.host.matrix(), capped), kBf16Tolerance);
+      }
+    }
 }
 
 TEST(OpsGpu, FusedOpsAreBitwiseRepeatable) {

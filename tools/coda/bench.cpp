@@ -4,13 +4,17 @@
 
 #include "commands.hpp"
 #include "gemm_bench.hpp"
+#include "ops_bench.hpp"
 
 namespace coda::cli {
 
 int bench(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "gemm") return coda::bench::gemm_benchmark(argc - 1, argv + 1);
-  std::fprintf(stderr, "usage: coda bench gemm [--set transformer|square|decode|backward|quick|all] [--dtype bf16|f16]"
-                       " [--tile NAME] [--json PATH]\n");
+  if (argc >= 2 && std::string_view(argv[1]) == "ops") return coda::bench::ops_benchmark(argc - 1, argv + 1);
+  std::fprintf(stderr,
+               "usage: coda bench gemm [--set transformer|square|decode|backward|quick|all] [--dtype bf16|f16]"
+               " [--tile NAME] [--split N] [--raster N] [--json PATH]\n"
+               "       coda bench ops [--json PATH]\n");
   return 2;
 }
 

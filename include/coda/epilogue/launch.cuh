@@ -23,16 +23,16 @@ namespace coda {
 template <class Program>
 void gemm_program(const GemmOperand& a, const GemmOperand& b, const Program& program, cudaStream_t stream = nullptr,
                   GemmOptions options = {}, const char* function = "coda::gemm_program") {
-  using Config = mainloop::TileM128N256;
+  using Config = mainloop::TileM128N128;
   static_assert(Config::kWarpgroupM == epilogue::kPartRows && Config::kWarpgroupN == epilogue::kPartCols);
   ArgumentCheck check(function);
   check.require(a.major == Major::k, "a", "epilogue programs take a K-major A (activations X, M x K)", StatusCode::unsupported)
       .require(b.major == Major::k, "b", "epilogue programs take a K-major B (an nn.Linear weight, N x K)",
                StatusCode::unsupported)
-      .require(options.tile == GemmTile::automatic || options.tile == GemmTile::m128n256, "options.tile",
-               "epilogue programs run on the m128n256 configuration", StatusCode::unsupported);
+      .require(options.tile == GemmTile::automatic || options.tile == GemmTile::m128n128, "options.tile",
+               "epilogue programs run on the m128n128 configuration", StatusCode::unsupported);
   check.throw_if_error();
-  options.tile = GemmTile::m128n256;
+  options.tile = GemmTile::m128n128;
   const mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, options, function);
   if (plan.input == DType::bf16)
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k,
