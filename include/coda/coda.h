@@ -75,6 +75,49 @@ coda_status coda_gemm(const coda_tensor* a, coda_major a_major, const coda_tenso
 coda_status coda_gemm_workspace_bytes(const coda_tensor* a, coda_major a_major, const coda_tensor* b,
                                       coda_major b_major, const coda_tensor* c, size_t* bytes);
 
+/* ---- fused ops (the coda/ops headers): a GEMM X W^T with its epilogue. Tensors are device memory;
+ * vectors are rank 1. Optional tensors may be NULL. x, w and the tile outputs share one dtype
+ * (CODA_BF16 or CODA_F16); all operands are K-major. */
+
+/* out = silu(G) * U, [G, U] interleaved in the columns of X W^T (kernel 2; row_scale: kernel 6). */
+coda_status coda_gemm_swiglu(const coda_tensor* x, const coda_tensor* w, const coda_tensor* out,
+                             const coda_tensor* pre_activation, const coda_tensor* row_scale, void* stream);
+
+/* out = RoPE(X W^T) by positions (int32) and the cos/sin cache (f32, max_pos x head_dim/2). */
+coda_status coda_gemm_rope(const coda_tensor* x, const coda_tensor* w, const coda_tensor* positions,
+                           const coda_tensor* cos, const coda_tensor* sin, int32_t head_dim, int32_t rotated_heads,
+                           const coda_tensor* out, const coda_tensor* row_scale, void* stream);
+
+/* h = X W^T + residual, u = h * weight, rstd = rsqrt(mean(h^2) + eps) (kernel 4 + its reduction). */
+size_t coda_residual_rmsnorm_workspace_bytes(int64_t m, int64_t n);
+coda_status coda_gemm_residual_rmsnorm(const coda_tensor* x, const coda_tensor* w, const coda_tensor* residual,
+                                       const coda_tensor* weight, float eps, const coda_tensor* h,
+                                       const coda_tensor* u, const coda_tensor* rstd, void* workspace,
+                                       size_t workspace_bytes, void* stream);
+
+/* out = rstd[m] * (X W^T) (kernel 5). */
+coda_status coda_gemm_row_scale(const coda_tensor* x, const coda_tensor* w, const coda_tensor* rstd,
+                                const coda_tensor* out, void* stream);
+
+typedef enum coda_loss_reduction { CODA_REDUCTION_NONE = 0, CODA_REDUCTION_SUM = 1, CODA_REDUCTION_MEAN = 2 } coda_loss_reduction;
+
+typedef struct coda_cross_entropy_options {
+  int32_t ignore_index;      /* -100 in PyTorch */
+  float label_smoothing;     /* [0, 1) */
+  float z_loss;              /* >= 0 */
+  float softcap;             /* 0: off */
+  coda_loss_reduction reduction;
+} coda_cross_entropy_options;
+
+/* LM head + cross-entropy without materializing the logits (kernel 3; row_scale: kernel 8).
+ * loss: f32, M values (CODA_REDUCTION_NONE) or 1; lse: f32, M. logits and row_scale may be NULL. */
+size_t coda_cross_entropy_workspace_bytes(int64_t m, int64_t vocab, const coda_cross_entropy_options* options);
+coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets,
+                                    const coda_tensor* loss, const coda_tensor* lse,
+                                    const coda_cross_entropy_options* options, const coda_tensor* row_scale,
+                                    const coda_tensor* logits, void* workspace, size_t workspace_bytes,
+                                    void* stream);
+
 #ifdef __cplusplus
 }
 #endif

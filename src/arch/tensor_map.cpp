@@ -22,7 +22,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
       function = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(pointer);
     cudaGetLastError();
   });
-  if (!function) throw CudaError("coda: the CUDA driver does not provide cuTensorMapEncodeTiled (driver too old?)");
+  if (!function)
+    throw CudaError("coda: cannot encode a TMA tensor map: no CUDA driver, or one too old to provide cuTensorMapEncodeTiled");
   return function;
 }
 

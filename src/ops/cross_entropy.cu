@@ -108,6 +108,7 @@ void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorVi
                concat("holds ", workspace_bytes, " bytes but needs ", layout.floats * 4,
                       " (coda::ops::cross_entropy_workspace_bytes)"));
   check.throw_if_error();
+  const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
   float* ws = static_cast<float*>(workspace);
   epilogue::CrossEntropyPartials program;
@@ -120,7 +121,7 @@ void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorVi
   if (options.logits.data) program.logits = epilogue::tile_out(options.logits, "options.logits");
   if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
   program.softcap = options.softcap;
-  gemm_program({x, Major::k}, {w, Major::k}, program, stream, options.gemm, kFunction);
+  launch_program(plan, program, stream);
 
   const FinishOptions finish{options.ignore_index, options.label_smoothing, options.z_loss, g.n};
   const bool per_row = options.reduction == LossReduction::none;

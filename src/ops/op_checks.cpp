@@ -10,7 +10,13 @@ GemmShape check_projection(ArgumentCheck& check, const TensorView& x, const Tens
       .rank_in("x", x, 2, 2)
       .rank_in("w", w, 2, 2)
       .dtype_in("x", x.dtype, {DType::bf16, DType::f16})
-      .require(w.dtype == x.dtype, "w", concat("dtype ", name(w.dtype), " must match x's dtype ", name(x.dtype)));
+      .require(w.dtype == x.dtype, "w", concat("dtype ", name(w.dtype), " must match x's dtype ", name(x.dtype)))
+      .inner_contiguous("x", x)
+      .inner_contiguous("w", w)
+      .tma_aligned("x", x)
+      .tma_aligned("w", w);
+  if (!check.failed())
+    check.dim_equals("w", w, 1, x.cols(), "columns", "w is N x K and x is M x K: they must agree on K");
   return {x.rows(), w.rows()};
 }
 

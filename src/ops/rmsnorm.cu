@@ -46,6 +46,7 @@ void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const Tenso
                concat("holds ", workspace_bytes, " bytes but needs ", residual_rmsnorm_workspace_bytes(g.m, g.n),
                       " (coda::ops::residual_rmsnorm_workspace_bytes)"));
   check.throw_if_error();
+  const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, options, kFunction);
 
   const int64_t parts = parts_along(g.n);
   epilogue::ResidualRmsNorm program;
@@ -54,7 +55,7 @@ void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const Tenso
   program.out = epilogue::tile_out(u, "u");
   program.weight = epilogue::row_vector(weight, "weight");
   program.sum_squares = epilogue::row_partials(TensorView::matrix(workspace, DType::f32, g.m, parts), "workspace");
-  gemm_program({x, Major::k}, {w, Major::k}, program, stream, options, kFunction);
+  launch_program(plan, program, stream);
   const int threads = 256;
   rstd_from_partials<<<unsigned((g.m + threads - 1) / threads), threads, 0, stream>>>(
       static_cast<const float*>(workspace), parts, g.m, g.n, eps, static_cast<float*>(rstd.data));
@@ -78,10 +79,11 @@ void gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& 
   check_output(check, "out", out, g.m, g.n, x.dtype);
   check_vector(check, "rstd", rstd, g.m, {DType::f32});
   check.throw_if_error();
+  const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, options, kFunction);
   epilogue::RowScale program;
   program.scale = epilogue::column_vector(rstd, "rstd");
   program.out = epilogue::tile_out(out, "out");
-  gemm_program({x, Major::k}, {w, Major::k}, program, stream, options, kFunction);
+  launch_program(plan, program, stream);
 }
 
 Status try_gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& rstd, const TensorView& out,

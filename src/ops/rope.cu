@@ -32,6 +32,7 @@ void gemm_rope(const TensorView& x, const TensorView& w, const TensorView& posit
         .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2");
   if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
   check.throw_if_error();
+  const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
   epilogue::Rope program;
   program.positions = epilogue::column_vector(positions, "positions");
@@ -41,7 +42,7 @@ void gemm_rope(const TensorView& x, const TensorView& w, const TensorView& posit
   program.rotated_heads = rotated_heads;
   if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
   program.out = epilogue::tile_out(out, "out");
-  gemm_program({x, Major::k}, {w, Major::k}, program, stream, options.gemm, kFunction);
+  launch_program(plan, program, stream);
 }
 
 Status try_gemm_rope(const TensorView& x, const TensorView& w, const TensorView& positions, const TensorView& cos,

@@ -18,13 +18,10 @@
 
 namespace coda {
 
-/// C-less GEMM: A B^T feeds `program`, whose descriptors name every output. `function` names the
-/// caller in error messages.
-template <class Program>
-void gemm_program(const GemmOperand& a, const GemmOperand& b, const Program& program, cudaStream_t stream = nullptr,
-                  GemmOptions options = {}, const char* function = "coda::gemm_program") {
-  using Config = mainloop::TileM128N128;
-  static_assert(Config::kWarpgroupM == epilogue::kPartRows && Config::kWarpgroupN == epilogue::kPartCols);
+/// Validate A and B for an epilogue program and plan its launch (needs a Hopper GPU). Plan before
+/// building the program's tile outputs: their TMA maps need the CUDA driver.
+inline mainloop::LaunchPlan plan_program(const GemmOperand& a, const GemmOperand& b, GemmOptions options,
+                                         const char* function) {
   ArgumentCheck check(function);
   check.require(a.major == Major::k, "a", "epilogue programs take a K-major A (activations X, M x K)", StatusCode::unsupported)
       .require(b.major == Major::k, "b", "epilogue programs take a K-major B (an nn.Linear weight, N x K)",
@@ -33,7 +30,14 @@ void gemm_program(const GemmOperand& a, const GemmOperand& b, const Program& pro
                "epilogue programs run on the m128n128 configuration", StatusCode::unsupported);
   check.throw_if_error();
   options.tile = GemmTile::m128n128;
-  const mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, options, function);
+  return mainloop::plan_launch(a, b, options, function);
+}
+
+/// Launch a planned GEMM whose epilogue is `program`.
+template <class Program>
+void launch_program(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream) {
+  using Config = mainloop::TileM128N128;
+  static_assert(Config::kWarpgroupM == epilogue::kPartRows && Config::kWarpgroupN == epilogue::kPartCols);
   if (plan.input == DType::bf16)
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k,
                             epilogue::ProgramEpilogue<Program, Config::kStagingBuffers, DType::bf16>>(
@@ -42,6 +46,13 @@ void gemm_program(const GemmOperand& a, const GemmOperand& b, const Program& pro
     mainloop::launch_kernel<Config, __half, Major::k, Major::k,
                             epilogue::ProgramEpilogue<Program, Config::kStagingBuffers, DType::f16>>(
         plan.kernel_params(program), plan.summary.ctas, stream);
+}
+
+/// C-less GEMM: A B^T feeds `program`, whose descriptors name every output.
+template <class Program>
+void gemm_program(const GemmOperand& a, const GemmOperand& b, const Program& program, cudaStream_t stream = nullptr,
+                  const GemmOptions& options = {}) {
+  launch_program(plan_program(a, b, options, "coda::gemm_program"), program, stream);
 }
 
 }  // namespace coda

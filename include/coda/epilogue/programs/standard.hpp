@@ -17,8 +17,14 @@ namespace coda::epilogue {
 /// A scalar, per-row or per-column factor.
 struct Scale {
   float value = 1.0f;
-  ColumnVector per_row;    // used when set
-  RowVector per_column;    // used when set
+  ColumnVector per_row{};    // used when set
+  RowVector per_column{};    // used when set
+
+  CODA_HD static Scale constant(float v) {
+    Scale s;
+    s.value = v;
+    return s;
+  }
 
   template <class Tile, class At>
   CODA_HD float at(const Tile& t, const At& x) const {
@@ -31,17 +37,17 @@ struct Scale {
 };
 
 struct LinearCombination {
-  Scale alpha;
-  TileIn source;          // C (optional)
-  Scale beta{0.0f};
-  TileIn second_source;   // X2 (optional)
-  Scale gamma{0.0f};
-  RowVector column_bias;  // optional, N
-  ColumnVector row_bias;  // optional, M
-  ActivationFunction activation;
-  TileOut pre_activation;  // optional
-  Partials amax;           // optional: max |D| per part (before an fp8 output's scale)
-  TileOut out;
+  Scale alpha{};
+  TileIn source{};          // C (optional)
+  Scale beta = Scale::constant(0.0f);
+  TileIn second_source{};   // X2 (optional)
+  Scale gamma = Scale::constant(0.0f);
+  RowVector column_bias{};  // optional, N
+  ColumnVector row_bias{};  // optional, M
+  ActivationFunction activation{};
+  TileOut pre_activation{};  // optional
+  Partials amax{};           // optional: max |D| per part (before an fp8 output's scale)
+  TileOut out{};
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
@@ -61,10 +67,10 @@ struct LinearCombination {
 };
 
 struct ActivationBackward {
-  TileIn pre_activation;  // the saved pre-activation, M x N
-  ActivationFunction activation;
-  TileOut out;            // dX, M x N
-  Partials bias_gradient; // optional: column sums (per-column bias) or row sums (per-row bias) of dX
+  TileIn pre_activation{};  // the saved pre-activation, M x N
+  ActivationFunction activation{};
+  TileOut out{};            // dX, M x N
+  Partials bias_gradient{}; // optional: column sums (per-column bias) or row sums (per-row bias) of dX
   bool bias_per_row = false;
 
   template <class Tile>
@@ -78,11 +84,11 @@ struct ActivationBackward {
 };
 
 struct Reductions {
-  TileOut out;                 // optional: acc itself
-  Partials row_sums;           // optional, M x parts
-  Partials row_sums_of_squares;
-  Partials row_max;
-  Partials column_sums;        // optional, parts x N
+  TileOut out{};                 // optional: acc itself
+  Partials row_sums{};           // optional, M x parts
+  Partials row_sums_of_squares{};
+  Partials row_max{};
+  Partials column_sums{};        // optional, parts x N
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
