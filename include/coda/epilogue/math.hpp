@@ -46,6 +46,7 @@ struct ActivationFunction {
   }
 
   CODA_HD float derivative(float x) const {
+    if (x != x) return x;  // NaN in, NaN out (the comparisons below would otherwise pick a branch)
     switch (kind) {
       case Activation::identity: return 1.0f;
       case Activation::relu: return x > 0.0f ? 1.0f : 0.0f;

@@ -47,8 +47,9 @@ struct LogSumExp {
   CODA_HD static State lift(float v) { return {v, 1.0f}; }
   CODA_HD static State combine(State a, State b) {
     const float m = a.max > b.max ? a.max : b.max;
-    if (m == -INFINITY) return {m, a.sum + b.sum};  // both empty: avoid inf - inf
-    return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+    // The side holding the max scales by exactly 1: no inf - inf when the max is +inf (the
+    // result is +inf, as the reference gives) or -inf (both sides empty).
+    return {m, a.sum * (a.max == m ? 1.0f : expf(a.max - m)) + b.sum * (b.max == m ? 1.0f : expf(b.max - m))};
   }
   CODA_HD static float finish(State s) { return s.max + logf(s.sum); }
   CODA_HD static bool present(State) { return true; }

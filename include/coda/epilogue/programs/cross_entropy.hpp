@@ -17,12 +17,12 @@
 namespace coda::epilogue {
 
 struct CrossEntropyPartials {
-  ColumnVector targets;      // int32, M (ignore_index rows simply match no column)
-  Partials lse;              // M x parts along V
-  Partials target_logit;     // M (tile_stride 0: one slot per row)
-  Partials row_sums;         // optional, M x parts
-  TileOut logits;            // optional, M x V
-  ColumnVector row_scale;    // optional (kernel 8)
+  ColumnVector targets{};      // int32, M (ignore_index rows simply match no column)
+  Partials lse{};              // M x parts along V
+  Partials target_logit{};     // M (tile_stride 0: one slot per row)
+  Partials row_sums{};         // optional, M x parts
+  TileOut logits{};            // optional, M x V
+  ColumnVector row_scale{};    // optional (kernel 8)
   float softcap = 0.0f;      // > 0: soft-capping on
 
   template <class Tile>

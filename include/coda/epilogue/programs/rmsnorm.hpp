@@ -13,11 +13,11 @@
 namespace coda::epilogue {
 
 struct ResidualRmsNorm {
-  TileIn residual;       // R, M x N
-  TileOut residual_out;  // H, M x N
-  Partials sum_squares;  // S, M x parts along N
-  RowVector weight;      // g, N
-  TileOut out;           // U, M x N
+  TileIn residual{};       // R, M x N
+  TileOut residual_out{};  // H, M x N
+  Partials sum_squares{};  // S, M x parts along N
+  RowVector weight{};      // g, N
+  TileOut out{};           // U, M x N
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
@@ -29,8 +29,8 @@ struct ResidualRmsNorm {
 };
 
 struct RowScale {
-  ColumnVector scale;  // rstd, M
-  TileOut out;         // M x N
+  ColumnVector scale{};  // rstd, M
+  TileOut out{};         // M x N
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {

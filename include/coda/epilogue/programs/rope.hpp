@@ -14,13 +14,13 @@
 namespace coda::epilogue {
 
 struct Rope {
-  ColumnVector positions;  // int32, M
-  Table cos;               // max_pos x head_dim / 2
-  Table sin;
+  ColumnVector positions{};  // int32, M
+  Table cos{};               // max_pos x head_dim / 2
+  Table sin{};
   int32_t head_dim = 128;
   int32_t rotated_heads = 0;
-  ColumnVector row_scale;  // optional: Y = rstd[m] * (X W^T) first (kernel 7)
-  TileOut out;             // M x N
+  ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T) first (kernel 7)
+  TileOut out{};             // M x N
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {

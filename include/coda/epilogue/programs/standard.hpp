@@ -34,6 +34,13 @@ struct Scale {
   }
   /// A scalar zero: the term is skipped, so a NaN in its tensor cannot leak in (BLAS semantics).
   CODA_HD bool zero() const { return !per_row.data && !per_column.data && value == 0.0f; }
+  /// scale * term, or 0 where the scale is exactly 0: the same BLAS rule element by element, for
+  /// vector scales with zero entries (as the reference, coda/reference/epilogues.hpp).
+  template <class Tile, class At>
+  CODA_HD float times(const Tile& t, const At& x, float term) const {
+    const float s = at(t, x);
+    return s == 0.0f ? 0.0f : s * term;
+  }
 };
 
 struct LinearCombination {
@@ -53,8 +60,8 @@ struct LinearCombination {
   CODA_HD void operator()(Tile& t) const {
     t.map([&](Element& x) {
       float v = alpha.at(t, x) * x.value;
-      if (source.data && !beta.zero()) v += beta.at(t, x) * t.load(source, x);
-      if (second_source.data && !gamma.zero()) v += gamma.at(t, x) * t.load(second_source, x);
+      if (source.data && !beta.zero()) v += beta.times(t, x, t.load(source, x));
+      if (second_source.data && !gamma.zero()) v += gamma.times(t, x, t.load(second_source, x));
       if (column_bias.data) v += t.load(column_bias, x);
       if (row_bias.data) v += t.load(row_bias, x);
       x.value = v;

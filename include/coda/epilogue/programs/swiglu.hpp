@@ -11,9 +11,9 @@
 namespace coda::epilogue {
 
 struct Swiglu {
-  TileOut out;             // M x N/2
-  TileOut pre_activation;  // optional (data null: not stored): Y, M x N
-  ColumnVector row_scale;  // optional: Y = rstd[m] * (X W^T)
+  TileOut out{};             // M x N/2
+  TileOut pre_activation{};  // optional (data null: not stored): Y, M x N
+  ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T)
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {

@@ -1,0 +1,539 @@
+// The CPU executor's primitives (coda/epilogue/program.hpp), each through a small program: which
+// elements and pairs the maps visit and with which coordinates, program order, loads of every
+// argument kind, stores in every output type and width, row / column / whole-part reductions with
+// every monoid (NaN and -inf included), the partials' strides, parts at the problem's edges, and
+// batches. Most tests run a 150 x 300 problem of two batches, whose extents are multiples of no
+// part's, so every test meets narrower parts at the bottom and right edges.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <utility>
+
+#include "coda/reference/cross_entropy.hpp"
+#include "coda/reference/epilogues.hpp"
+#include "coda/reference/reductions.hpp"
+#include "epilogue/support.hpp"
+
+namespace coda::test {
+namespace {
+
+using epilogue::Element;
+using epilogue::Pair;
+using ::testing::Each;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr ProblemShape kShape{150, 300, 2};
+// The tolerance of outputs whose every value the test computes exactly as the program does
+// (copies, and the same fp32 operations in the same order).
+constexpr double kExactly = 0.0;
+
+class EpilogueExecutor : public PartShapeTest {};
+
+INSTANTIATE_TEST_SUITE_P(Parts, EpilogueExecutor, ::testing::ValuesIn(kPartShapes), part_shape_name);
+
+// ---- maps ---------------------------------------------------------------------------------------
+
+// Counts the visits of every element and every pair; a visit outside the problem, or whose value
+// is not the fp32 accumulator at its (batch, row, col), counts as wrong instead.
+struct CountVisits {
+  const std::vector<ref::Matrix>* accumulators;
+  std::vector<int>* element_visits;  // batch x rows x cols
+  std::vector<int>* pair_visits;     // batch x rows x cols / 2
+  int* wrong_visits;
+
+  bool holds(int32_t batch, int32_t row, int32_t col, float value) const {
+    const ref::Matrix& acc = (*accumulators)[std::size_t(batch)];
+    return row >= 0 && row < acc.rows && col >= 0 && col < acc.cols && value == float(acc(row, col));
+  }
+  std::size_t flat(int32_t batch, int32_t row, int32_t col) const {
+    const ref::Matrix& acc = (*accumulators)[std::size_t(batch)];
+    return std::size_t((batch * acc.rows + row) * acc.cols + col);
+  }
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.map([&](Element& x) {
+      if (!holds(x.batch, x.row, x.col, x.value)) return void(++*wrong_visits);
+      ++(*element_visits)[flat(x.batch, x.row, x.col)];
+    });
+    t.map_pairs([&](Pair& p) {
+      const bool right =
+          p.col % 2 == 0 && holds(p.batch, p.row, p.col, p.first) && holds(p.batch, p.row, p.col + 1, p.second);
+      if (!right) return void(++*wrong_visits);
+      ++(*pair_visits)[flat(p.batch, p.row, p.col) / 2];
+    });
+  }
+};
+
+TEST_P(EpilogueExecutor, MapsVisitEveryElementAndPairOnceWithItsCoordinates) {
+  const auto acc = random_accumulators(kShape);
+  std::vector<int> element_visits(std::size_t(kShape.batch * kShape.rows * kShape.cols), 0);
+  std::vector<int> pair_visits(element_visits.size() / 2, 0);
+  int wrong_visits = 0;
+  run_batches(CountVisits{&acc, &element_visits, &pair_visits, &wrong_visits}, acc, part());
+  EXPECT_EQ(wrong_visits, 0);
+  EXPECT_THAT(element_visits, Each(1));
+  EXPECT_THAT(pair_visits, Each(1));
+}
+
+// A map changes what every later primitive sees, and only those.
+struct MapsInProgramOrder {
+  epilogue::TileOut before, after;
+  epilogue::Partials row_sums_after;
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.store(before);
+    t.map([](Element& x) { x.value = 2.0f * x.value + 1.0f; });
+    t.map_pairs([](Pair& p) { std::swap(p.first, p.second); });
+    t.store(after);
+    t.row_reduce(row_sums_after, epilogue::Sum{}, [](const Element& x) { return x.value; });
+  }
+};
+
+TEST_P(EpilogueExecutor, MapsChangeWhatLaterPrimitivesSee) {
+  const auto acc = random_accumulators(kShape);
+  HostTensor before = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
+  HostTensor after = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
+  PartialsBuffer row_sums(kShape.rows, part_count(kShape.cols, part().cols), kShape.batch);
+  run_batches(MapsInProgramOrder{tile_out(before), tile_out(after), row_sums.partials()}, acc, part());
+
+  const auto values = fp32_values(acc);
+  const auto transformed = per_batch(values, [](const ref::Matrix& y, int64_t) {
+    ref::Matrix out(y.rows, y.cols);
+    for (int64_t r = 0; r < y.rows; ++r)
+      for (int64_t c = 0; c < y.cols; ++c) out(r, c) = 2.0f * float(y(r, c ^ 1)) + 1.0f;  // pairs swapped
+    return out;
+  });
+  expect_output(before, values, 1.0, kExactly);
+  expect_output(after, transformed, 1.0, kExactly);
+  expect_partials(row_sums, per_batch(transformed, [&](const ref::Matrix& y, int64_t) {
+                    return ref::row_partial_sums(y, part().cols);
+                  }));
+}
+
+// ---- stores -------------------------------------------------------------------------------------
+
+struct StoreAccumulators {
+  epilogue::TileOut out;
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.store(out);
+  }
+};
+
+// One rounding to the output type; fp8 scaled in fp32 first and saturating to the largest finite
+// value (accumulators up to 600 overflow both fp8 types at these scales).
+TEST_P(EpilogueExecutor, StoreRoundsOnceToEveryOutputType) {
+  std::vector<ref::Matrix> acc;
+  for (int64_t b = 0; b < kShape.batch; ++b) acc.push_back(random_matrix(kShape.rows, kShape.cols, -600, 600));
+  const std::pair<DType, float> outputs[] = {
+      {DType::f32, 1.0f}, {DType::bf16, 1.0f}, {DType::f16, 1.0f}, {DType::e4m3, 0.75f}, {DType::e5m2, 96.0f}};
+  for (const auto& [dtype, scale] : outputs) {
+    SCOPED_TRACE(std::string(name(dtype)));
+    HostTensor out = poisoned_output(dtype, kShape.rows, kShape.cols, kShape.batch);
+    run_batches(StoreAccumulators{tile_out(out, scale)}, acc, part());
+    const auto want = per_batch(acc, [&](const ref::Matrix& y, int64_t) {
+      ref::Matrix stored(y.rows, y.cols);
+      for (std::size_t i = 0; i < y.data.size(); ++i)
+        stored.data[i] = rounded(dtype, double(float(y.data[i]) * (is_fp8(dtype) ? scale : 1.0f)));
+      return stored;
+    });
+    expect_output(out, want, 1.0, kExactly);
+  }
+}
+
+struct StoreEveryWidth {
+  epilogue::TileOut full;  // M x N
+  epilogue::TileOut half;  // M x N/2
+  epilogue::TileOut wide;  // M x 2N
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.store(full, [](const Element& x) { return 3.0f * x.value - float(x.col); });
+    t.store_pairs(half, [](const Pair& p) { return p.first - p.second; });
+    t.store_wide(wide, [](const Element& x) { return epilogue::Values2{x.value, -2.0f * x.value}; });
+  }
+};
+
+TEST_P(EpilogueExecutor, StoresOfAFunctionOfPairsAndWide) {
+  const auto acc = random_accumulators(kShape);
+  HostTensor full = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
+  HostTensor half = poisoned_output(DType::f32, kShape.rows, kShape.cols / 2, kShape.batch);
+  HostTensor wide = poisoned_output(DType::f32, kShape.rows, 2 * kShape.cols, kShape.batch);
+  run_batches(StoreEveryWidth{tile_out(full), tile_out(half), tile_out(wide)}, acc, part());
+
+  // Each output's element (r, c) as a function of the fp32 accumulators' row r.
+  const auto expected = [&](int64_t cols, const std::function<float(const double* row, int64_t c)>& f) {
+    return per_batch(fp32_values(acc), [&](const ref::Matrix& y, int64_t) {
+      ref::Matrix out(y.rows, cols);
+      for (int64_t r = 0; r < y.rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) out(r, c) = f(y.row(r), c);
+      return out;
+    });
+  };
+  expect_output(full, expected(kShape.cols, [](const double* y, int64_t c) { return 3.0f * float(y[c]) - float(c); }),
+                1.0, kExactly);
+  expect_output(
+      half, expected(kShape.cols / 2, [](const double* y, int64_t c) { return float(y[2 * c]) - float(y[2 * c + 1]); }),
+      1.0, kExactly);
+  expect_output(
+      wide,
+      expected(2 * kShape.cols,
+               [](const double* y, int64_t c) { return c % 2 == 0 ? float(y[c / 2]) : -2.0f * float(y[c / 2]); }),
+      1.0, kExactly);
+}
+
+// ---- loads --------------------------------------------------------------------------------------
+
+// Copies every kind of operand into an fp32 output, at elements and at pairs.
+struct CopyOperands {
+  epilogue::TileIn in;             // M x N
+  epilogue::TileIn wide;           // M x 2N
+  epilogue::RowVector row;         // N
+  epilogue::ColumnVector column;   // M per batch
+  epilogue::ColumnVector indices;  // int32, M per batch
+  epilogue::Table table;
+  int32_t table_cols;
+  epilogue::TileOut in_copy, wide_copy, row_copy, column_copy, index_copy, table_copy;
+  epilogue::TileOut at_pairs;  // column value at the first of each pair, in + row at the second
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.store(in_copy, [&](const Element& x) { return t.load(in, x); });
+    t.store_wide(wide_copy, [&](const Element& x) { return t.load_wide(wide, x); });
+    t.store(row_copy, [&](const Element& x) { return t.load(row, x); });
+    t.store(column_copy, [&](const Element& x) { return t.load(column, x); });
+    t.store(index_copy, [&](const Element& x) { return t.load(indices, x); });
+    t.store(table_copy, [&](const Element& x) { return t.load(table, x.row % table.rows, x.col % table_cols); });
+    t.map_pairs([&](Pair& p) {
+      p.first = t.load(column, p);
+      p.second = t.load(in, p) + t.load(row, p);
+    });
+    t.store(at_pairs);
+  }
+};
+
+TEST_P(EpilogueExecutor, LoadsReadEveryArgumentKindAtItsPosition) {
+  const auto acc = random_accumulators(kShape);
+  const int64_t m = kShape.rows, n = kShape.cols, batch = kShape.batch;
+  const int64_t table_rows = 7, table_cols = 11;
+  // The table: fp32 rows of `table_cols` values, rows `ld` apart (padding poisoned).
+  const HostTensor table = random_input(DType::f32, table_rows, table_cols);
+  std::vector<ref::Vector> index_values(static_cast<std::size_t>(batch));
+  for (auto& v : index_values)
+    for (int64_t r = 0; r < m; ++r) v.push_back(double(uniform_int(-100000, 100000)));
+  const HostTensor indices = column_vector_of(DType::i32, index_values);
+
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(name(dtype)));
+    const HostTensor in = random_input(dtype, m, n, batch), wide = random_input(dtype, m, 2 * n, batch);
+    const HostTensor row = random_row_vector(dtype, n), column = random_column_vector(dtype, m, batch);
+    HostTensor in_copy = poisoned_output(DType::f32, m, n, batch),
+               wide_copy = poisoned_output(DType::f32, m, 2 * n, batch);
+    HostTensor row_copy = poisoned_output(DType::f32, m, n, batch),
+               column_copy = poisoned_output(DType::f32, m, n, batch);
+    HostTensor index_copy = poisoned_output(DType::f32, m, n, batch),
+               table_copy = poisoned_output(DType::f32, m, n, batch);
+    HostTensor at_pairs = poisoned_output(DType::f32, m, n, batch);
+    const CopyOperands program{
+        .in = tile_in(in),
+        .wide = tile_in(wide),
+        .row = row_vector(row),
+        .column = column_vector(column),
+        .indices = column_vector(indices),
+        .table = {.data = static_cast<const float*>(table.view.data), .ld = table.view.ld(), .rows = table_rows},
+        .table_cols = int32_t(table_cols),
+        .in_copy = tile_out(in_copy),
+        .wide_copy = tile_out(wide_copy),
+        .row_copy = tile_out(row_copy),
+        .column_copy = tile_out(column_copy),
+        .index_copy = tile_out(index_copy),
+        .table_copy = tile_out(table_copy),
+        .at_pairs = tile_out(at_pairs)};
+    run_batches(program, acc, part());
+
+    // An M x N matrix per batch of f(batch, row, col).
+    const auto broadcast = [&](const std::function<double(int64_t b, int64_t r, int64_t c)>& f) {
+      return per_batch(acc, [&](const ref::Matrix&, int64_t b) {
+        ref::Matrix out(m, n);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < n; ++c) out(r, c) = f(b, r, c);
+        return out;
+      });
+    };
+    const ref::Vector row_values = row_vector_values(row);
+    const ref::Matrix table_values = table.matrix();
+    const auto in_values = per_batch(acc, [&](const ref::Matrix&, int64_t b) { return in.matrix(b); });
+    const ref::Matrix column_values = column.matrix();  // batch x M
+    expect_output(in_copy, in_values, 1.0, kExactly);
+    expect_output(wide_copy, per_batch(acc, [&](const ref::Matrix&, int64_t b) { return wide.matrix(b); }), 1.0,
+                  kExactly);
+    expect_output(row_copy, broadcast([&](int64_t, int64_t, int64_t c) { return row_values[std::size_t(c)]; }), 1.0,
+                  kExactly);
+    expect_output(column_copy, broadcast([&](int64_t b, int64_t r, int64_t) { return column_values(b, r); }), 1.0,
+                  kExactly);
+    expect_output(index_copy, broadcast([&](int64_t b, int64_t r, int64_t) {
+                    return index_values[std::size_t(b)][std::size_t(r)];
+                  }),
+                  1.0, kExactly);
+    expect_output(table_copy, broadcast([&](int64_t, int64_t r, int64_t c) {
+                    return table_values(r % table_rows, c % table_cols);
+                  }),
+                  1.0, kExactly);
+    expect_output(at_pairs, broadcast([&](int64_t b, int64_t r, int64_t c) {
+                    if (c % 2 == 0) return column_values(b, r);
+                    return double(float(in_values[std::size_t(b)](r, c - 1)) + float(row_values[std::size_t(c - 1)]));
+                  }),
+                  1.0, kExactly);
+  }
+}
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+// Folds `value` with `Monoid` over each part's rows, its columns and the whole part, into those of
+// the three partials that are set.
+template <class Monoid, class Value>
+struct ReduceEveryWay {
+  epilogue::Partials rows, columns, whole;
+  Value value;
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    if (rows.data) t.row_reduce(rows, Monoid{}, value);
+    if (columns.data) t.column_reduce(columns, Monoid{}, value);
+    if (whole.data) t.reduce(whole, Monoid{}, value);
+  }
+};
+
+// What a ReduceEveryWay run wrote, every batch: row partials (M x parts along N), column partials
+// (parts along M x N) and one value per part (parts along M x parts along N).
+struct Reduced {
+  PartialsBuffer rows, columns, whole;
+};
+
+template <class Monoid, class Value>
+Reduced reduce_every_way(const std::vector<ref::Matrix>& acc, ref::PartShape part, bool minor_major, Value value) {
+  const int64_t m = acc[0].rows, n = acc[0].cols, batch = int64_t(acc.size());
+  const int64_t parts_m = part_count(m, part.rows), parts_n = part_count(n, part.cols);
+  Reduced out{PartialsBuffer(m, parts_n, batch, minor_major), PartialsBuffer(parts_m, n, batch, minor_major),
+              PartialsBuffer(parts_m, parts_n, batch, minor_major)};
+  run_batches(ReduceEveryWay<Monoid, Value>{out.rows.partials(), out.columns.partials(), out.whole.partials(), value},
+              acc, part);
+  return out;
+}
+
+// The reference of each of the three, every batch.
+struct ReducedReference {
+  std::vector<ref::Matrix> rows, columns, whole;
+};
+
+// `scales`, when given, are each result's scale (see expect_close_to_scale).
+void expect_reduced(const Reduced& got, const ReducedReference& want, const ReducedReference* scales = nullptr) {
+  const auto expect = [](const char* what, const PartialsBuffer& partials, const std::vector<ref::Matrix>& wanted,
+                         const std::vector<ref::Matrix>* scale) {
+    SCOPED_TRACE(what);
+    if (!scale) return expect_partials(partials, wanted);
+    partials.expect_written_exactly();
+    for (std::size_t b = 0; b < wanted.size(); ++b)
+      expect_close_to_scale(partials.matrix(int64_t(b)), wanted[b], (*scale)[b]);
+  };
+  expect("row partials", got.rows, want.rows, scales ? &scales->rows : nullptr);
+  expect("column partials", got.columns, want.columns, scales ? &scales->columns : nullptr);
+  expect("whole-part partials", got.whole, want.whole, scales ? &scales->whole : nullptr);
+}
+
+// Runs `check(minor_major)` for both layouts of the partials: row-major slots (tile_stride 1) and
+// transposed (tile_stride past the major extent, row_stride 1).
+void for_both_layouts(const std::function<void(bool)>& check) {
+  for (bool minor_major : {false, true}) {
+    SCOPED_TRACE(minor_major ? "partials laid out minor-major" : "partials laid out row-major");
+    check(minor_major);
+  }
+}
+
+// log-sum-exp over column tiles of width bn: the cross-entropy reference's lse partials.
+ref::Matrix row_partial_logsumexp(const ref::Matrix& y, int64_t bn) {
+  const std::vector<int32_t> no_targets(std::size_t(y.rows), ref::CrossEntropyOptions{}.ignore_index);
+  return ref::cross_entropy_partials(y, no_targets, bn, {}).lse;
+}
+ref::Matrix column_partial_logsumexp(const ref::Matrix& y, int64_t bm) {
+  return row_partial_logsumexp(y.transposed(), bm).transposed();
+}
+
+// The three references of a statistic from its row and column partial functions: the whole part
+// is the column partial of the row partials.
+ReducedReference reference_of(const std::vector<ref::Matrix>& values, ref::PartShape part,
+                              const std::function<ref::Matrix(const ref::Matrix&, int64_t)>& row_partial,
+                              const std::function<ref::Matrix(const ref::Matrix&, int64_t)>& column_partial) {
+  ReducedReference out;
+  for (const ref::Matrix& y : values) {
+    out.rows.push_back(row_partial(y, part.cols));
+    out.columns.push_back(column_partial(y, part.rows));
+    out.whole.push_back(column_partial(out.rows.back(), part.rows));
+  }
+  return out;
+}
+
+// A whole part sums up to 32768 terms in fp32: its error is judged against the sum of the terms'
+// magnitudes.
+TEST_P(EpilogueExecutor, SumReductions) {
+  const auto acc = random_accumulators(kShape);
+  const auto values = fp32_values(acc);
+  const auto magnitudes = per_batch(values, [](ref::Matrix y, int64_t) {
+    for (double& v : y.data) v = std::abs(v);
+    return y;
+  });
+  const ReducedReference want = reference_of(values, part(), ref::row_partial_sums, ref::column_partial_sums);
+  const ReducedReference scales = reference_of(magnitudes, part(), ref::row_partial_sums, ref::column_partial_sums);
+  for_both_layouts([&](bool minor_major) {
+    expect_reduced(reduce_every_way<epilogue::Sum>(acc, part(), minor_major, [](const Element& x) { return x.value; }),
+                   want, &scales);
+  });
+}
+
+// NaN propagates, wherever it sits in the fold: first, inside, last.
+TEST_P(EpilogueExecutor, MaxReductionsPropagateNaN) {
+  auto acc = random_accumulators(kShape);
+  for (auto [r, c] : {std::pair{0, 0}, std::pair{70, 130}, std::pair{149, 299}, std::pair{64, 255}})
+    acc[1](r, c) = kNaN;
+  acc[0](5, 17) = kNaN;
+  const ReducedReference want = reference_of(fp32_values(acc), part(), ref::row_partial_max, ref::column_partial_max);
+  for_both_layouts([&](bool minor_major) {
+    expect_reduced(reduce_every_way<epilogue::Max>(acc, part(), minor_major, [](const Element& x) { return x.value; }),
+                   want);
+  });
+}
+
+// Online max / sum-exp, with a row of -inf, a column of -inf and the last part (rows 128.., columns
+// 256.. for every part shape) all -inf: log-sum-exp of nothing but -inf is -inf.
+TEST_P(EpilogueExecutor, LogSumExpReductionsIncludingAllMinusInfinity) {
+  auto acc = random_accumulators(kShape);
+  for (ref::Matrix& y : acc) {
+    for (int64_t c = 0; c < y.cols; ++c) y(3, c) = -kInf;
+    for (int64_t r = 0; r < y.rows; ++r) y(r, 200) = -kInf;
+    for (int64_t r = 128; r < y.rows; ++r)
+      for (int64_t c = 256; c < y.cols; ++c) y(r, c) = -kInf;
+  }
+  const auto values = fp32_values(acc);
+  const ReducedReference want = reference_of(values, part(), row_partial_logsumexp, column_partial_logsumexp);
+  for_both_layouts([&](bool minor_major) {
+    expect_reduced(
+        reduce_every_way<epilogue::LogSumExp>(acc, part(), minor_major, [](const Element& x) { return x.value; }),
+        want);
+  });
+
+  // f may return the monoid's State itself: each element counted twice adds log 2 everywhere.
+  ReducedReference doubled = want;
+  for (auto* results : {&doubled.rows, &doubled.columns, &doubled.whole})
+    for (ref::Matrix& y : *results)
+      for (double& v : y.data) v += std::log(2.0);
+  expect_reduced(reduce_every_way<epilogue::LogSumExp>(acc, part(), false,
+                                                       [](const Element& x) {
+                                                         return epilogue::LogSumExp::State{x.value, 2.0f};
+                                                       }),
+                 doubled);
+}
+
+// Pick writes the one element its predicate picks, only from the part holding it; segments
+// without one stay unwritten. `chosen(row, col)` picks at most one element per segment.
+TEST_P(EpilogueExecutor, PickWritesOnlyWhereSomethingIsPicked) {
+  const auto acc = random_accumulators(kShape);
+  const auto values = fp32_values(acc);
+  const int64_t m = kShape.rows, n = kShape.cols;
+  // Rows: column (7 r + 3) mod N, none on every fifth row. Columns: the row r with
+  // (7 r + 3) mod N == c, if any (7 and 300 are coprime). Parts: their first element, on every
+  // other part along N.
+  const auto row_pick = [&](int64_t r, int64_t c) { return r % 5 != 4 && c == (7 * r + 3) % n; };
+  const auto column_pick = [&](int64_t r, int64_t c) { return c == (7 * r + 3) % n; };
+  const auto part_pick = [&](int64_t r, int64_t c) {
+    return r % part().rows == 0 && c % part().cols == 0 && (c / part().cols) % 2 == 0;
+  };
+  // The picked value of each segment, NaN (the poison) where nothing is picked.
+  const auto picked = [&](const ref::Matrix& y, const std::function<bool(int64_t, int64_t)>& chosen, int64_t r0,
+                          int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c)
+        if (chosen(r, c)) return y(r, c);
+    return kNaN;
+  };
+  const auto pick_by = [](std::function<bool(int64_t, int64_t)> chosen) {
+    return [chosen](const Element& x) { return epilogue::Pick::State{x.value, chosen(x.row, x.col)}; };
+  };
+
+  for_both_layouts([&](bool minor_major) {
+    Reduced by_row = reduce_every_way<epilogue::Pick>(acc, part(), minor_major, pick_by(row_pick));
+    Reduced by_column = reduce_every_way<epilogue::Pick>(acc, part(), minor_major, pick_by(column_pick));
+    Reduced by_part = reduce_every_way<epilogue::Pick>(acc, part(), minor_major, pick_by(part_pick));
+    for (int64_t b = 0; b < kShape.batch; ++b) {
+      const ref::Matrix& y = values[std::size_t(b)];
+      expect_close(by_row.rows.matrix(b), ref::row_partials(m, n, part().cols, [&](int64_t r, int64_t c0, int64_t c1) {
+                     return picked(y, row_pick, r, r + 1, c0, c1);
+                   }));
+      expect_close(by_column.columns.matrix(b),
+                   ref::column_partials(m, n, part().rows, [&](int64_t c, int64_t r0, int64_t r1) {
+                     return picked(y, column_pick, r0, r1, c, c + 1);
+                   }));
+      ref::Matrix want_parts(part_count(m, part().rows), part_count(n, part().cols));
+      for (int64_t i = 0; i < want_parts.rows; ++i)
+        for (int64_t j = 0; j < want_parts.cols; ++j)
+          want_parts(i, j) = picked(y, part_pick, i * part().rows, std::min((i + 1) * part().rows, m), j * part().cols,
+                                    std::min((j + 1) * part().cols, n));
+      expect_close(by_part.whole.matrix(b), want_parts);
+    }
+    for (const Reduced* run : {&by_row, &by_column, &by_part})
+      for (const PartialsBuffer* p : {&run->rows, &run->columns, &run->whole}) p->expect_gaps_untouched();
+  });
+}
+
+// A partials slot shared by all parts along N (tile_stride 0): the one part that picks writes it.
+TEST_P(EpilogueExecutor, PickIntoOneSlotPerRow) {
+  const auto acc = random_accumulators(kShape);
+  const auto values = fp32_values(acc);
+  std::vector<int64_t> target(std::size_t(kShape.rows));
+  for (auto& t : target) t = uniform_int(-1, kShape.cols - 1);  // -1: nothing to pick in that row
+  PartialsBuffer slots(kShape.rows, 1, kShape.batch);
+  epilogue::Partials shared = slots.partials();
+  shared.tile_stride = 0;
+  const auto pick = [&](const Element& x) {
+    return epilogue::Pick::State{x.value, x.col == target[std::size_t(x.row)]};
+  };
+  run_batches(ReduceEveryWay<epilogue::Pick, decltype(pick)>{shared, {}, {}, pick}, acc, part());
+  for (int64_t b = 0; b < kShape.batch; ++b) {
+    ref::Matrix want(kShape.rows, 1);
+    for (int64_t r = 0; r < kShape.rows; ++r) {
+      const int64_t t = target[std::size_t(r)];
+      want(r, 0) = t < 0 ? kNaN : values[std::size_t(b)](r, t);
+    }
+    expect_close(slots.matrix(b), want);
+  }
+  slots.expect_gaps_untouched();
+}
+
+// ---- parts at the edges -------------------------------------------------------------------------
+
+// Counting (a sum of ones) over rows, columns and whole parts gives every part's extent: the
+// executor cuts the problem into parts of the given shape, narrower at the bottom and right edges.
+TEST_P(EpilogueExecutor, PartsCoverTheProblemNarrowerAtItsEdges) {
+  const ProblemShape shapes[] = {{150, 300, 2}, {256, 512, 1}, {5, 6, 1}, {1, 1, 1}, {129, 257, 1}};
+  const auto extent = [](int64_t, int64_t begin, int64_t end) { return double(end - begin); };
+  for (const ProblemShape& shape : shapes) {
+    SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols);
+    const auto acc = random_accumulators(shape);
+    ReducedReference want;
+    for (int64_t b = 0; b < shape.batch; ++b) {
+      want.rows.push_back(ref::row_partials(shape.rows, shape.cols, part().cols, extent));
+      want.columns.push_back(ref::column_partials(shape.rows, shape.cols, part().rows, extent));
+      want.whole.push_back(ref::column_partial_sums(want.rows.back(), part().rows));
+    }
+    expect_reduced(reduce_every_way<epilogue::Sum>(acc, part(), false, [](const Element&) { return 1.0f; }), want);
+  }
+}
+
+}  // namespace
+}  // namespace coda::test
