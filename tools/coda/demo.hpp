@@ -55,11 +55,12 @@ struct DemoSection {
   void (*run)(SectionChecks& checks);
 };
 
-/// The CPU path: fp64 reference computations with self-checks, in print order.
+/// The CPU path: each fused kernel's epilogue program on the CPU executor, checked against the fp64
+/// reference, then the reference's own identities; in print order.
 const std::vector<DemoSection>& cpu_sections();
 
-/// The GPU suite (needs a Hopper GPU): verified against the fp64 reference, timed against
-/// cuBLAS. Its table's note column holds the timings, titled by gpu_note_heading().
+/// The GPU suite (needs a Hopper GPU): the GEMM and the fused ops, verified against the fp64
+/// reference, timed against cuBLAS. Its table's note column holds the timings, titled by gpu_note_heading().
 const std::vector<DemoSection>& gpu_sections();
 std::string gpu_note_heading();
 

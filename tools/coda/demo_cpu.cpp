@@ -1,7 +1,6 @@
-// coda demo's CPU path: the fp64 reference of every fused kernel at small sizes, each checked by an
-// identity that an independent route must reproduce (fused == plain, tile partials + finish ==
-// direct, backward == a finite difference along a random direction). When the epilogue-program
-// CPU executor exists, each section runs its kernel's program on it and checks it against these.
+// coda demo's CPU path: each kernel's section runs its epilogue program on the CPU executor first
+// (demo_cpu_programs.cpp), then checks the fp64 reference itself by an identity that an independent
+// route must reproduce (fused == plain, backward == a finite difference along a random direction).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,37 +18,65 @@
 #include "coda/reference/rope.hpp"
 #include "coda/reference/swiglu.hpp"
 #include "demo.hpp"
+#include "demo_cpu.hpp"
 
 namespace coda::cli {
+namespace cpu {
 namespace {
 
-using namespace coda::ref;
-
-// A fixed seed: the demo prints the same numbers on every run.
 std::mt19937_64& generator() {
   static std::mt19937_64 g(20240601);
   return g;
 }
 
+}  // namespace
+
 double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(generator()); }
 
-Vector random_vector(int64_t n, double lo = -1, double hi = 1) {
-  Vector v(static_cast<std::size_t>(n));
+ref::Vector random_vector(int64_t n, double lo, double hi) {
+  ref::Vector v(static_cast<std::size_t>(n));
   for (double& x : v) x = uniform(lo, hi);
   return v;
 }
 
-Matrix random_matrix(int64_t rows, int64_t cols, double lo = -1, double hi = 1) {
-  Matrix m(rows, cols);
+ref::Matrix random_matrix(int64_t rows, int64_t cols, double lo, double hi) {
+  ref::Matrix m(rows, cols);
   m.data = random_vector(rows * cols, lo, hi);
   return m;
 }
 
-std::vector<int32_t> random_targets(int64_t rows, int64_t classes) {
+std::vector<int32_t> random_indices(int64_t rows, int64_t classes) {
   std::vector<int32_t> t(static_cast<std::size_t>(rows));
   for (int32_t& x : t) x = int32_t(std::uniform_int_distribution<int64_t>(0, classes - 1)(generator()));
   return t;
 }
+
+ref::Matrix random_gemm_output(int64_t rows, int64_t cols, int64_t depth) {
+  return ref::gemm(random_matrix(rows, depth), Major::k, random_matrix(cols, depth), Major::k);
+}
+
+ref::GemmRmsNormGemm random_layer(int64_t m, int64_t k, int64_t hidden, int64_t n2) {
+  ref::Matrix norm_weight(1, hidden);
+  norm_weight.data = random_vector(hidden, 0.5, 1.5);
+  return {random_matrix(m, k), random_matrix(hidden, k), ref::round_matrix(random_matrix(m, hidden), DType::bf16),
+          ref::round_matrix(norm_weight, DType::f32).data, random_matrix(n2, hidden), 1e-5};
+}
+
+ref::CrossEntropyOptions full_loss_options() {
+  return {.label_smoothing = 0.1, .z_loss = 1e-3, .softcap = 20.0, .reduction = ref::LossReduction::mean};
+}
+
+}  // namespace cpu
+
+namespace {
+
+using namespace coda::ref;
+using cpu::full_loss_options;
+using cpu::random_indices;
+using cpu::random_layer;
+using cpu::random_matrix;
+using cpu::random_vector;
+using cpu::uniform;
 
 // The elements of a Matrix or a Vector, for code written once for both.
 std::vector<double>& values(Matrix& x) { return x.data; }
@@ -110,6 +137,7 @@ void gemm_section(SectionChecks& t) {
 }
 
 void bias_activation_section(SectionChecks& t) {
+  cpu::bias_activation_programs(t);
   const Matrix y = random_matrix(9, 14), upstream = random_matrix(9, 14);
   const Vector bias = random_vector(14);
   const Activation act = Activation::gelu_tanh();
@@ -127,10 +155,11 @@ void bias_activation_section(SectionChecks& t) {
 }
 
 void rope_section(SectionChecks& t) {
+  cpu::rope_program(t);
   const int64_t head_dim = 8, heads = 3, rot_heads = 2, max_pos = 64;
   const RopeCache cache = rope_cache(max_pos, head_dim);
   const Matrix y = random_matrix(5, heads * head_dim), upstream = random_matrix(5, heads * head_dim);
-  const std::vector<int32_t> positions = random_targets(5, max_pos);
+  const std::vector<int32_t> positions = random_indices(5, max_pos);
   const Matrix rotated = rope(y, positions, cache, head_dim, rot_heads);
   t.add("backward (inverse rotation) undoes the forward",
         max_abs_difference(rope_backward(rotated, positions, cache, head_dim, rot_heads), y), kExact);
@@ -140,6 +169,7 @@ void rope_section(SectionChecks& t) {
 }
 
 void swiglu_section(SectionChecks& t) {
+  cpu::swiglu_program(t);
   const Matrix x = random_matrix(6, 10), w_gate = random_matrix(7, 10), w_up = random_matrix(7, 10);
   const Matrix y = gemm(x, Major::k, interleave_gate_up(w_gate, w_up), Major::k);
   const Matrix gate = gemm(x, Major::k, w_gate, Major::k), up = gemm(x, Major::k, w_up, Major::k);
@@ -156,34 +186,21 @@ void swiglu_section(SectionChecks& t) {
         max_abs_difference(combine_row_partials(back.row_partials, Combine::sum), row_dots(y, back.grad_y)), kExact);
 }
 
-// Every option a real loss uses at once: label smoothing, z-loss, soft-capping, an ignored row.
-CrossEntropyOptions full_loss_options() {
-  return {.label_smoothing = 0.1, .z_loss = 1e-3, .softcap = 20.0, .reduction = LossReduction::mean};
-}
-
 void cross_entropy_section(SectionChecks& t) {
+  cpu::cross_entropy_program(t);
   const int64_t vocab = 37, bn = 8;  // bn does not divide the vocabulary: the last tile is narrow
   const CrossEntropyOptions options = full_loss_options();
   const Matrix logits = random_matrix(6, vocab, -6, 6);
-  std::vector<int32_t> targets = random_targets(6, vocab);
+  std::vector<int32_t> targets = random_indices(6, vocab);
   targets[1] = options.ignore_index;
-  const CrossEntropyLoss direct = cross_entropy(logits, targets, options);
-  const CrossEntropyLoss finished =
-      cross_entropy_finish(cross_entropy_partials(logits, targets, bn, options), targets, vocab, options);
-  t.add("tile partials + finish == direct loss",
-        std::max(max_abs_difference(finished.per_row, direct.per_row), std::abs(*finished.reduced - *direct.reduced)),
-        kExact);
   const auto loss = [&](const Matrix& z) { return *cross_entropy(z, targets, options).reduced; };
-  const Matrix grad = cross_entropy_backward(logits, targets, direct.lse, {1.0}, bn, options).grad_logits;
+  const Vector saved_lse = cross_entropy(logits, targets, options).lse;
+  const Matrix grad = cross_entropy_backward(logits, targets, saved_lse, {1.0}, bn, options).grad_logits;
   t.add("backward from the saved lse == finite difference", backward_error(loss, logits, grad), kFiniteDifference);
 }
 
-GemmRmsNormGemm random_layer(int64_t m, int64_t k, int64_t hidden, int64_t n2) {
-  return {random_matrix(m, k), random_matrix(hidden, k), random_matrix(m, hidden), random_vector(hidden, 0.5, 1.5),
-          random_matrix(n2, hidden), 1e-5};
-}
-
 void rmsnorm_section(SectionChecks& t) {
+  cpu::rmsnorm_programs(t);
   const int64_t bn = 5, bm = 4;  // tile sizes that divide neither the rows nor the columns
   const GemmRmsNormGemm layer = random_layer(7, 9, 12, 10);
   const GemmRmsNormGemmForward plain = gemm_rmsnorm_gemm_forward(layer);
@@ -214,7 +231,7 @@ void lm_head_section(SectionChecks& t) {
   const int64_t bn = 8, vocab = 29;
   const GemmRmsNormGemm layer = random_layer(6, 9, 12, vocab);
   const CrossEntropyOptions options = full_loss_options();
-  const std::vector<int32_t> targets = random_targets(6, vocab);
+  const std::vector<int32_t> targets = random_indices(6, vocab);
   const ResidualRmsNorm k4 = residual_rmsnorm(gemm(layer.x, Major::k, layer.w1, Major::k), layer.residual,
                                               layer.norm_weight, bn);
   const Vector rstd = rstd_from_partials(k4.sum_squares, int64_t(layer.norm_weight.size()), layer.eps);
@@ -233,7 +250,7 @@ void moe_section(SectionChecks& t) {
   // With k = E, topk_softmax's weights are the full softmax: exp(score - lse), lse taken from the
   // cross-entropy reference (an independent route to the same normalizer).
   const Routing all = moe_route(x, router, {.mode = RoutingMode::topk_softmax, .k = experts});
-  const Vector lse = cross_entropy(scores, random_targets(8, experts), {.reduction = LossReduction::none}).lse;
+  const Vector lse = cross_entropy(scores, random_indices(8, experts), {.reduction = LossReduction::none}).lse;
   double softmax = 0;
   for (int64_t m = 0; m < scores.rows; ++m)
     for (int64_t slot = 0; slot < experts; ++slot)
