@@ -32,7 +32,6 @@ struct StoreParams {
 template <int Buffers>
 struct StoreEpilogue {
   static constexpr int kStagingBytes = 64 * 128;  // one 64-row x 128-byte subtile
-  static constexpr int kBuffers = Buffers;         // staging subtiles per consumer warpgroup (a ring)
 
   using Params = StoreParams;
 
