@@ -47,6 +47,29 @@ struct LaunchPlan {
 /// Hopper GPU (throws coda::Unsupported without one, after validating the arguments).
 LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function);
 
+/// A launch of `ctas` CTAs of `Config` in clusters of its size, with `shared` bytes of dynamic
+/// shared memory (the attribute storage lives in the returned object).
+template <class Config>
+struct ClusterLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute cluster{};
+
+  ClusterLaunch(int ctas, int shared, cudaStream_t stream) {
+    config.gridDim = dim3(unsigned(ctas));
+    config.blockDim = dim3(Config::kThreads);
+    config.dynamicSmemBytes = std::size_t(shared);
+    config.stream = stream;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = Config::kClusterSize;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;  // config.attrs points into this object
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 /// Launch the mainloop kernel of one configuration on `ctas` persistent CTAs.
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
 void launch_kernel(const KernelParams<typename Epilogue::Params>& params, int ctas, cudaStream_t stream) {
@@ -57,19 +80,8 @@ void launch_kernel(const KernelParams<typename Epilogue::Params>& params, int ct
   std::call_once(once, [&] {
     CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   });
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(ctas));
-  config.blockDim = dim3(Config::kThreads);
-  config.dynamicSmemBytes = kShared;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = Config::kClusterSize;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  CODA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params));
+  const ClusterLaunch<Config> launch(ctas, kShared, stream);
+  CODA_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, params));
 }
 
 }  // namespace coda::mainloop
