@@ -12,8 +12,6 @@ namespace {
 
 using detail::concat;
 
-int64_t parts_along(int64_t n) { return (n + epilogue::kPartCols - 1) / epilogue::kPartCols; }
-
 // The workspace, in floats: lse parts, row-sum parts (label smoothing only), target logits, and
 // the per-row losses the sum/mean kernel adds up.
 struct Layout {

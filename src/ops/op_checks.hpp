@@ -1,9 +1,10 @@
-// Internal: argument rules the fused ops share.
+// Internal: argument rules and small helpers the fused ops share.
 #pragma once
 
 #include <cstdint>
 
 #include "coda/core/validate.hpp"
+#include "coda/epilogue/parts.hpp"
 
 namespace coda::ops {
 
@@ -21,5 +22,13 @@ void check_output(ArgumentCheck& check, const char* argument, const TensorView& 
 /// A vector of `length` elements of one of `types`.
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,
                   std::initializer_list<DType> types);
+
+/// Parts of a row of `n` columns: the number of per-part partials a row reduction writes.
+inline int64_t parts_along(int64_t n) { return (n + epilogue::kPartCols - 1) / epilogue::kPartCols; }
+
+/// Row `r` of a host matrix (the weight-preparation helpers copy whole rows).
+inline char* host_row(const TensorView& t, int64_t r) {
+  return static_cast<char*>(t.data) + r * t.ld() * int64_t(t.element_bytes());
+}
 
 }  // namespace coda::ops

@@ -10,8 +10,6 @@ namespace {
 
 using detail::concat;
 
-int64_t parts_along(int64_t n) { return (n + epilogue::kPartCols - 1) / epilogue::kPartCols; }
-
 // rstd[m] = rsqrt(sum_b S[m, b] / N + eps), parts added in order: one thread per row.
 __global__ void rstd_from_partials(const float* sum_squares, int64_t parts, int64_t rows, int64_t n, float eps,
                                    float* rstd) {

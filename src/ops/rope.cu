@@ -66,13 +66,12 @@ void permute_rotate_half_to_interleaved(const TensorView& w, int head_dim, int r
                  concat("is ", rotated_heads, " but w has ", w.rows() / head_dim, " heads"));
   check.throw_if_error();
   const std::size_t row_bytes = std::size_t(w.cols()) * w.element_bytes();
-  auto row = [](const TensorView& t, int64_t r) { return static_cast<char*>(t.data) + r * t.ld() * int64_t(t.element_bytes()); };
   const int64_t half = head_dim / 2;
   for (int64_t r = 0; r < w.rows(); ++r) {
     const int64_t head = r / head_dim, i = r % head_dim;
     // Interleaved row 2j holds rotate-half row j, row 2j + 1 holds row j + d/2.
     const int64_t source = head < rotated_heads ? head * head_dim + (i % 2 == 0 ? i / 2 : half + i / 2) : r;
-    std::memcpy(row(out, r), row(w, source), row_bytes);
+    std::memcpy(host_row(out, r), host_row(w, source), row_bytes);
   }
 }
 

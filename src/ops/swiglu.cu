@@ -53,10 +53,9 @@ void interleave_gate_up(const TensorView& gate, const TensorView& up, const Tens
       .inner_contiguous("out", out);
   check.throw_if_error();
   const std::size_t row_bytes = std::size_t(gate.cols()) * gate.element_bytes();
-  auto row = [](const TensorView& t, int64_t r) { return static_cast<char*>(t.data) + r * t.ld() * int64_t(t.element_bytes()); };
   for (int64_t r = 0; r < gate.rows(); ++r) {
-    std::memcpy(row(out, 2 * r), row(gate, r), row_bytes);
-    std::memcpy(row(out, 2 * r + 1), row(up, r), row_bytes);
+    std::memcpy(host_row(out, 2 * r), host_row(gate, r), row_bytes);
+    std::memcpy(host_row(out, 2 * r + 1), host_row(up, r), row_bytes);
   }
 }
 

@@ -8,6 +8,9 @@
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/rope.hpp"
 #include "coda/ops/swiglu.hpp"
+#include "coda/reference/rope.hpp"
+#include "coda/reference/swiglu.hpp"
+#include "support/random.hpp"
 
 namespace coda {
 namespace {
@@ -104,6 +107,23 @@ TEST(OpsValidation, CAbiChecksTensorsAndCodes) {
   EXPECT_THAT(coda_last_error(), HasSubstr("argument 'options.reduction'"));
   EXPECT_GT(coda_residual_rmsnorm_workspace_bytes(64, 300), 0u);
   EXPECT_EQ(coda_gemm_row_scale(&x, &w, &lse, &out, nullptr) == CODA_OK, false);  // odd: rstd length 64 ok, but no GPU here or...
+}
+
+// The host weight helpers against their fp64-reference twins (bf16 rows, padded leading dimension).
+TEST(OpsHostHelpers, InterleaveGateUpMatchesReference) {
+  test::HostTensor gate(DType::bf16, 6, 20, 24), up(DType::bf16, 6, 20, 24), out(DType::bf16, 12, 20, 24);
+  gate.fill_random();
+  up.fill_random();
+  ops::interleave_gate_up(gate.view, up.view, out.view);
+  EXPECT_EQ(ref::max_abs_difference(out.matrix(), ref::interleave_gate_up(gate.matrix(), up.matrix())), 0.0);
+}
+
+TEST(OpsHostHelpers, PermuteRotateHalfMatchesReference) {
+  test::HostTensor w(DType::bf16, 3 * 16, 24), out(DType::bf16, 3 * 16, 24);
+  w.fill_random();
+  ops::permute_rotate_half_to_interleaved(w.view, 16, 2, out.view);  // the third head passes through
+  EXPECT_EQ(ref::max_abs_difference(out.matrix(), ref::permute_rotate_half_to_interleaved(w.matrix(), 16, 2)), 0.0);
+  EXPECT_THROW(ops::permute_rotate_half_to_interleaved(w.view, 15, 1, out.view), InvalidArgument);
 }
 
 }  // namespace
