@@ -124,13 +124,14 @@ void validate_output(const TensorView& c, Problem& p) {
   p.output = c.dtype;
 }
 
-void require_hopper() {
+// `function` names the caller: coda::gemm or the fused op that planned through plan_launch.
+void require_hopper(const char* function) {
   std::string why;
   const auto devices = list_devices(&why);
-  if (devices.empty()) throw Unsupported("coda::gemm: no CUDA device (" + why + ")");
+  if (devices.empty()) throw Unsupported(concat(function, ": no CUDA device (", why, ")"));
   const DeviceInfo& d = current_device();
   if (!d.is_hopper())
-    throw Unsupported(concat("coda::gemm: device ", d.index, " is ", d.name, " (sm_", d.major, d.minor,
+    throw Unsupported(concat(function, ": device ", d.index, " is ", d.name, " (sm_", d.major, d.minor,
                              "); coda's kernels are built for sm_90a (H100/H200)"));
 }
 
@@ -303,7 +304,7 @@ mainloop::LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, co
 GemmPlan plan_gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, const GemmOptions& options) {
   Problem p = validate_operands(a, b, options, "coda::gemm");
   validate_output(c, p);
-  require_hopper();
+  require_hopper("coda::gemm");
   return make_plan(p, options).public_plan;
 }
 
@@ -311,7 +312,7 @@ std::size_t gemm_workspace_bytes(const GemmOperand& a, const GemmOperand& b, con
                                  const GemmOptions& options) {
   Problem p = validate_operands(a, b, options, "coda::gemm");
   validate_output(c, p);
-  require_hopper();
+  require_hopper("coda::gemm");
   GemmOptions sizing = options;  // as if a workspace of any size were given
   sizing.workspace = reinterpret_cast<void*>(uintptr_t(256));
   sizing.workspace_bytes = SIZE_MAX;
@@ -322,7 +323,7 @@ namespace mainloop {
 
 LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function) {
   const Problem p = validate_operands(a, b, options, function);
-  require_hopper();
+  require_hopper(function);
   return build_launch(a, b, p, make_plan(p, options), options);
 }
 
@@ -332,7 +333,7 @@ void gemm(const GemmOperand& a, const GemmOperand& b, const TensorView& c, cudaS
           const GemmOptions& options) {
   Problem p = validate_operands(a, b, options, "coda::gemm");
   validate_output(c, p);
-  require_hopper();
+  require_hopper("coda::gemm");
   const Plan plan = make_plan(p, options);
   const mainloop::LaunchPlan launch = build_launch(a, b, p, plan, options);
   mainloop::StoreParams store{};

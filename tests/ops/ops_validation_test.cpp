@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "coda/coda.h"
+#include "coda/core/device.hpp"
 #include "coda/ops/cross_entropy.hpp"
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/rope.hpp"
@@ -107,6 +108,15 @@ TEST(OpsValidation, CAbiChecksTensorsAndCodes) {
   EXPECT_THAT(coda_last_error(), HasSubstr("argument 'options.reduction'"));
   EXPECT_GT(coda_residual_rmsnorm_workspace_bytes(64, 300), 0u);
   EXPECT_EQ(coda_gemm_row_scale(&x, &w, &lse, &out, nullptr) == CODA_OK, false);  // odd: rstd length 64 ok, but no GPU here or...
+}
+
+// Valid arguments reach the device check, whose message names the op, not the GEMM underneath.
+// (Host memory stands in for device memory here, so this only runs where no Hopper GPU would launch.)
+TEST(OpsValidation, DeviceCheckNamesTheOp) {
+  if (hopper_available()) GTEST_SKIP() << "a Hopper GPU is present: the device check passes";
+  const Status s = ops::try_gemm_swiglu(tile(64, 32), tile(64, 32), tile(64, 32));
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_THAT(s.message(), HasSubstr("coda::ops::gemm_swiglu: no CUDA device"));
 }
 
 // The host weight helpers against their fp64-reference twins (bf16 rows, padded leading dimension).
