@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "coda/core/device.hpp"
 #include "coda/gemm/gemm.hpp"
 
 namespace coda {
@@ -119,11 +120,13 @@ TEST(GemmValidation, Options) {
   EXPECT_THAT(error_of(z), HasSubstr("argument 'options.raster_group'"));
 }
 
+// (Host memory stands in for device memory here, so this only runs where no Hopper GPU would launch.)
 TEST(GemmValidation, ValidArgumentsReachTheDeviceCheck) {
+  if (hopper_available()) GTEST_SKIP() << "a Hopper GPU is present: the device check passes";
   Args x;
   const Status s = try_gemm(x.a, x.b, x.c);
-  if (s.code() == StatusCode::unsupported) EXPECT_THAT(s.message(), HasSubstr("coda::gemm: "));
-  else EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_THAT(s.message(), HasSubstr("coda::gemm: no CUDA device"));
 }
 
 }  // namespace
