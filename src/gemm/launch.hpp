@@ -22,6 +22,8 @@ Launcher launcher_m128n256(DType input, Major a, Major b);
 Launcher launcher_m256n128(DType input, Major a, Major b);
 Launcher launcher_m128n128(DType input, Major a, Major b);
 Launcher launcher_m64n256(DType input, Major a, Major b);
+Launcher launcher_pingpong_m64n256(DType input, Major a, Major b);
+Launcher launcher_pingpong_m128n128(DType input, Major a, Major b);
 
 /// Largest number of CTAs of this configuration that can be resident at once (whole clusters).
 using ResidentCtas = int (*)();
@@ -29,5 +31,7 @@ ResidentCtas resident_ctas_m128n256();
 ResidentCtas resident_ctas_m256n128();
 ResidentCtas resident_ctas_m128n128();
 ResidentCtas resident_ctas_m64n256();
+ResidentCtas resident_ctas_pingpong_m64n256();
+ResidentCtas resident_ctas_pingpong_m128n128();
 
 }  // namespace coda::mainloop

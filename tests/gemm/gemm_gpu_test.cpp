@@ -12,7 +12,8 @@
 namespace coda::test {
 namespace {
 
-constexpr GemmTile kTiles[] = {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256};
+constexpr GemmTile kTiles[] = {GemmTile::m128n256,         GemmTile::m256n128,         GemmTile::m128n128,
+                               GemmTile::m64n256,          GemmTile::pingpong_m64n256, GemmTile::pingpong_m128n128};
 constexpr Major kMajors[] = {Major::k, Major::mn};
 
 void expect_correct(const GemmCase& c) {
@@ -94,7 +95,7 @@ TEST(Gemm, AutomaticPlanOnTransformerAndDecodeShapes) {
 
 TEST(Gemm, BatchedWithPaddedStrides) {
   CODA_REQUIRE_HOPPER();
-  for (GemmTile tile : {GemmTile::m128n256, GemmTile::m128n128}) {
+  for (GemmTile tile : {GemmTile::m128n256, GemmTile::m128n128, GemmTile::pingpong_m64n256}) {
     GemmCase c;
     c.m = 200, c.n = 300, c.k = 136, c.batch = 3, c.pad = 24;
     c.a_major = Major::mn;
@@ -105,7 +106,7 @@ TEST(Gemm, BatchedWithPaddedStrides) {
 
 TEST(Gemm, SplitKMatchesReferenceAndIsDeterministic) {
   CODA_REQUIRE_HOPPER();
-  for (GemmTile tile : {GemmTile::m128n128, GemmTile::m64n256}) {
+  for (GemmTile tile : {GemmTile::m128n128, GemmTile::m64n256, GemmTile::pingpong_m128n128}) {
     for (int splits : {2, 5, 16}) {
       GemmCase c;
       c.m = tile == GemmTile::m64n256 ? 33 : 250, c.n = 520, c.k = 4100;
@@ -131,7 +132,8 @@ TEST(Gemm, StreamKTailMatchesReferenceAndIsDeterministic) {
   const Shape shapes[] = {{GemmTile::m128n256, 8, 1280 - 3, 512, 1000, Major::k, Major::k},     // 10 cluster tiles, 4 clusters
                           {GemmTile::m256n128, 6, 1024, 1024 + 5, 777, Major::mn, Major::k},   // 20 cluster tiles, 3 clusters
                           {GemmTile::m128n128, 7, 500, 600, 3000, Major::k, Major::mn},        // 20 tiles, 7 CTAs
-                          {GemmTile::m64n256, 5, 64, 2000, 4100, Major::mn, Major::mn}};        // 8 tiles, 5 CTAs
+                          {GemmTile::m64n256, 5, 64, 2000, 4100, Major::mn, Major::mn},        // 8 tiles, 5 CTAs
+                          {GemmTile::pingpong_m64n256, 8, 700, 1100, 900, Major::k, Major::k}}; // 30 cluster tiles, 4 clusters
   for (const Shape& shape : shapes) {
     GemmCase c;
     c.m = shape.m, c.n = shape.n, c.k = shape.k, c.a_major = shape.a, c.b_major = shape.b;

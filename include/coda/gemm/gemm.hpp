@@ -48,6 +48,10 @@ enum class GemmTile : uint8_t {
   m256n128,   // large GEMMs; 2-CTA clusters share A by multicast
   m128n128,   // medium shapes (more tiles to fill the GPU)
   m64n256,    // decode-sized M <= 64
+  // Ping-pong: each consumer warpgroup computes whole tiles, the two taking turns (one runs its
+  // epilogue while the other runs its MMAs); 2-CTA clusters share B. Epilogue programs run here.
+  pingpong_m64n256,
+  pingpong_m128n128,
 };
 
 std::string_view name(GemmTile tile);

@@ -6,10 +6,14 @@
 // B tiles into a ring of `Stages` shared-memory slots, each guarded by two mbarriers ("full":
 // the slot's bytes have landed; "empty": every consumer is done reading it). Warpgroups 1 and 2
 // are consumers: each waits for a full slot, runs wgmma on its part of the tile, and releases
-// the slot once those wgmmas have retired. After the last K block of a tile each consumer has the
-// epilogue prepare its accumulators (math, conversion) and moves on; the epilogue then writes
-// the prepared results (staging, TMA stores) a step after each of the next tile's MMA groups,
-// in the shadow of the tensor cores, while the producer keeps the ring full.
+// the slot once those wgmmas have retired. Two schedules (tile_config.cuh):
+//   cooperative  the consumers split every tile. After the last K block each has the epilogue
+//                prepare its accumulators (math, conversion) and moves on; the epilogue writes the
+//                prepared results (staging, TMA stores) a step after each of the next tile's MMA
+//                groups, in the shadow of the tensor cores, while the producer keeps the ring full.
+//   ping-pong    the consumers take whole tiles in turn (even units of the CTA's list for
+//                consumer 0, odd for consumer 1): while one runs its epilogue, the other runs
+//                its MMAs. A "turn" barrier hands the slots over from one to the other.
 //
 // setmaxnreg moves registers from the producer (40 per thread) to the consumers (232), which
 // hold 128 fp32 accumulators each. CTAs in a 2-CTA cluster split the loading of a shared operand
@@ -63,7 +67,8 @@ struct SharedStorage {
   typename Epilogue::SharedStorage epilogue;
   uint64_t full[Config::kStages];
   uint64_t empty[Config::kStages];
-  int32_t last_arrival;  // broadcast of "this CTA completes the tile" to the consumers
+  uint64_t turn[2];         // ping-pong: turn[c] completes when consumer c may wait on its next tile's slots
+  int32_t last_arrival[2];  // broadcast of "this CTA completes the tile" to the tile's consumers
 };
 
 template <class Config, class Element, class Epilogue>
@@ -132,18 +137,22 @@ __device__ __forceinline__ void release_slot(uint64_t* empty, int lane) {
 
 /// A segment of a multi-segment tile: publish this segment's partial, count the arrival, and if
 /// it is the last, fold every segment's partial in, in segment order. Returns true when this CTA
-/// now holds the whole tile. Partials are stored in fragment order (value i of thread t of
-/// consumer c at [(i * Consumers + c) * 128 + t], fully coalesced), and only for the rows inside
+/// now holds the whole tile. Partials are stored in fragment order (value i of thread t of the
+/// tile's warpgroup w at [(i * WarpgroupsPerTile + w) * 128 + t], fully coalesced), and only for the rows inside
 /// the problem, so a decode GEMM with M = 1 moves 1/64 of the tile. (Columns past N hold exact
 /// zeros, from TMA's zero fill of B, and cost little: they are not worth a predicate per value.)
 template <class Config, class Acc>
 __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, const ScheduleParams& schedule,
                                                  const WorkUnit& unit, Acc& acc,
-                                                 int32_t& last_arrival, int32_t valid_rows, int consumer,
+                                                 int32_t (&last_arrivals)[2], int32_t valid_rows, int consumer,
                                                  int thread) {
-  constexpr int kStride = Config::kConsumers * 128;  // floats between a thread's consecutive values
+  constexpr int kStride = Config::kWarpgroupsPerTile * 128;  // floats between a thread's consecutive values
   constexpr int kTileFloats = Acc::kBlocks * Acc::kValuesPerBlock * kStride;
-  float* column = ws.partials + int64_t(unit.counter) * slots_per_tile(schedule) * kTileFloats + consumer * 128 + thread;
+  // The warpgroups that share this tile, their barrier (ids 3 and 4; 1 and 2 are the epilogue's).
+  const int part = Config::kPingPong ? 0 : consumer;
+  const uint32_t barrier = Config::kPingPong ? 3 + consumer : 3;
+  int32_t& last_arrival = last_arrivals[Config::kPingPong ? consumer : 0];
+  float* column = ws.partials + int64_t(unit.counter) * slots_per_tile(schedule) * kTileFloats + part * 128 + thread;
   auto inside = [&](int block, int i) { return Acc::row(block, i, thread) < valid_rows; };
 
   float* mine = column + int64_t(unit.segment) * kTileFloats;
@@ -155,15 +164,15 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
     }
   // Every thread's partial must be visible device-wide before the arrival is counted.
   __threadfence();
-  sm90::named_barrier_sync(3, 128 * Config::kConsumers);
-  if (consumer == 0 && thread == 0) {
+  sm90::named_barrier_sync(barrier, kStride);
+  if (part == 0 && thread == 0) {
     int32_t* counter = ws.arrivals + unit.counter;
     int32_t before;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
     last_arrival = before == unit.segments - 1;
     if (last_arrival) *counter = 0;  // every segment has arrived: ready for the next launch
   }
-  sm90::named_barrier_sync(3, 128 * Config::kConsumers);
+  sm90::named_barrier_sync(barrier, kStride);
   if (!last_arrival) return false;
   __threadfence();  // order the reads below after the acquiring atomic observed by this CTA
   // Sum in segment order, own partial re-read too: the same bits whichever segment came last.
@@ -200,8 +209,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       sm90::barrier_init(&s.full[i], 1);
-      sm90::barrier_init(&s.empty[i], Config::kConsumers * 4 * Config::kClusterSize);
+      sm90::barrier_init(&s.empty[i], Config::kWarpgroupsPerTile * 4 * Config::kClusterSize);
     }
+    for (int c = 0; c < 2; ++c) sm90::barrier_init(&s.turn[c], 4);  // one arrival per warp
     sm90::fence_barrier_init();
   }
   // Peers multicast into this CTA's slots and arrive on its barriers: they must be initialised first.
@@ -245,8 +255,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
     sm90::setmaxnreg_increase<kConsumerRegisters>();
     const int consumer = warpgroup - 1;
     const int lane = thread % 32;
-    const int part_row = (consumer / Config::kConsumerCols) * Config::kWarpgroupM;
-    const int part_col = (consumer % Config::kConsumerCols) * Config::kWarpgroupN;
+    const int part_row = Config::kPingPong ? 0 : (consumer / Config::kConsumerCols) * Config::kWarpgroupM;
+    const int part_col = Config::kPingPong ? 0 : (consumer % Config::kConsumerCols) * Config::kWarpgroupN;
     Epilogue epilogue;
     TileCoordinates coords{};
     coords.consumer = consumer;
@@ -257,11 +267,28 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
     typename Epilogue::template Pending<Acc> pending;
     TileCoordinates pending_coords = coords;
     bool has_pending = false;
+    int unit_index = 0;  // position in the CTA's list of units
     int write_step = 0;
     int stage = 0;
     uint32_t phase = 0;
+    uint32_t turn_phase = 0;
     WorkList<Config::kClusterM, Config::kClusterN> work(p.schedule);
-    for (WorkUnit unit; work.next(p.schedule, unit, cta_rank);) {
+    for (WorkUnit unit; work.next(p.schedule, unit, cta_rank); ++unit_index) {
+      if constexpr (Config::kPingPong) {
+        if (unit_index % 2 != consumer) {  // the other consumer's tile: step over its slots
+          const int32_t after = stage + (unit.k_block_end - unit.k_block_begin);
+          phase ^= uint32_t(after / kStages) & 1;
+          stage = after % kStages;
+          continue;
+        }
+        // A parity wait tells apart only the phase in progress and the one before (PTX ISA,
+        // mbarrier.test_wait.parity): wait on this tile's slots only once the other consumer has
+        // passed its waits on the previous tile's, which sit one ring round earlier at most.
+        if (unit_index > 0) {
+          sm90::wait(&s.turn[consumer], turn_phase);
+          turn_phase ^= 1;
+        }
+      }
       Acc acc;
       int previous = -1;
       for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
@@ -289,6 +316,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
           phase ^= 1;
         }
       }
+      // Every full-slot wait of this tile is passed: the other consumer may start on its next tile.
+      if constexpr (Config::kPingPong)
+        if (lane == 0) sm90::arrive(&s.turn[consumer ^ 1]);
       sm90::wgmma_wait<0>();
 #pragma unroll
       for (int block = 0; block < Acc::kBlocks; ++block) sm90::accumulators_fence(acc.value[block]);
@@ -306,9 +336,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
       while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
       epilogue.prepare(p.epilogue, s.epilogue, acc, coords, pending);
-      pending_coords = coords;
-      has_pending = true;
-      write_step = 0;
+      if constexpr (Config::kPingPong) {
+        // The other consumer has the tensor cores: write everything now.
+        for (int step = 0; !epilogue.write(p.epilogue, s.epilogue, pending, coords, step);) ++step;
+      } else {
+        pending_coords = coords;
+        has_pending = true;
+        write_step = 0;
+      }
     }
     while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
     epilogue.finish(p.epilogue, s.epilogue, coords);

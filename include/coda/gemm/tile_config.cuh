@@ -1,9 +1,13 @@
 // coda/gemm/tile_config.cuh: the tile configurations the mainloop is compiled for.
 //
-// A CTA computes a BlockM x BlockN output tile with two consumer warpgroups, each owning a
-// WarpgroupM x WarpgroupN part of it (so two parts tile the block along M or along N), fed by a
-// producer warpgroup through `Stages` shared-memory slots of BlockK = 64 (one 128-byte row of
-// 16-bit K values, the 128B-swizzle width). Clusters of ClusterM x ClusterN CTAs share operand
+// A CTA has two consumer warpgroups, fed by a producer warpgroup. Two schedules:
+//   cooperative  both consumers work on one BlockM x BlockN output tile, each owning a
+//                WarpgroupM x WarpgroupN part of it (two parts tile the block along M or N);
+//   ping-pong    (WarpgroupM x WarpgroupN == BlockM x BlockN) each consumer owns whole tiles, the
+//                two taking turns: one runs its tile's MMAs while the other runs its epilogue, so
+//                a long epilogue (an epilogue program) costs no tensor-core time.
+// The producer warpgroup fills a ring of `Stages` shared-memory slots of BlockK = 64 (one 128-byte
+// row of 16-bit K values, the 128B-swizzle width). Clusters of ClusterM x ClusterN CTAs share operand
 // tiles by TMA multicast: CTAs of one cluster column (same N tile) share B, CTAs of one
 // cluster row (same M tile) share A. The epilogue stages `StagingBuffers` 64 x 128-byte
 // subtiles per consumer; shared memory is split between the operand ring and that staging.
@@ -27,16 +31,19 @@ struct TileConfig {
   static constexpr int kClusterSize = ClusterM_ * ClusterN_;
   static constexpr int kStagingBuffers = StagingBuffers_;  // epilogue staging subtiles per consumer
 
-  static constexpr int kConsumerRows = kBlockM / kWarpgroupM;  // consumer warpgroups along M
+  static constexpr int kConsumers = 2;                          // consumer warpgroups per CTA
+  static constexpr int kConsumerRows = kBlockM / kWarpgroupM;  // warpgroups sharing a tile: along M
   static constexpr int kConsumerCols = kBlockN / kWarpgroupN;  // and along N
-  static constexpr int kConsumers = kConsumerRows * kConsumerCols;
+  static constexpr int kWarpgroupsPerTile = kConsumerRows * kConsumerCols;
+  static constexpr bool kPingPong = kWarpgroupsPerTile == 1;
   static constexpr int kThreads = 128 * (1 + kConsumers);
 
   // Each CTA of a multicast group loads a 1/group share of the shared operand.
   static constexpr int kRowsLoadedA = kBlockM / kClusterN;
   static constexpr int kRowsLoadedB = kBlockN / kClusterM;
 
-  static_assert(kConsumers == 2, "the mainloop schedules exactly two consumer warpgroups");
+  static_assert(kWarpgroupsPerTile == 1 || kWarpgroupsPerTile == kConsumers,
+                "a tile is one consumer's (ping-pong) or split between both (cooperative)");
   static_assert(kWarpgroupM % 64 == 0 && kWarpgroupN % 64 == 0 && kWarpgroupN <= 256, "wgmma is m64 x n<=256");
   static_assert(kClusterSize <= 2, "clusters of one or two CTAs");
   static_assert(kRowsLoadedA % 64 == 0 && kRowsLoadedB % 64 == 0, "multicast shares are whole 64-row chunks");
@@ -47,5 +54,8 @@ using TileM128N256 = TileConfig<128, 256, 64, 256, 4, 2, 1, 2>;    // large GEMM
 using TileM256N128 = TileConfig<256, 128, 128, 128, 4, 1, 2, 2>;   // large GEMMs: A multicast over 2 N tiles
 using TileM128N128 = TileConfig<128, 128, 64, 128, 5, 1, 1, 4>;    // medium shapes, split-K capable
 using TileM64N256 = TileConfig<64, 256, 64, 128, 4, 1, 1, 2>;      // decode-sized M <= 64, split-K capable
+// Ping-pong: each consumer holds a whole tile (128 accumulators per thread).
+using TilePingPongM64N256 = TileConfig<64, 256, 64, 256, 4, 2, 1, 2>;     // B multicast over 2 M tiles
+using TilePingPongM128N128 = TileConfig<128, 128, 128, 128, 5, 2, 1, 2>;  // B multicast over 2 M tiles
 
 }  // namespace coda::mainloop
