@@ -20,6 +20,7 @@
 #include "coda/arch/sm90/tma.cuh"
 #include "coda/core/dtype.hpp"
 #include "coda/gemm/epilogue_seam.cuh"
+#include "coda/gemm/staging.cuh"
 
 namespace coda::mainloop {
 
@@ -31,7 +32,7 @@ struct StoreParams {
 
 template <int Buffers>
 struct StoreEpilogue {
-  static constexpr int kStagingBytes = 64 * 128;  // one 64-row x 128-byte subtile
+  static constexpr int kStagingBytes = kStagingSubtileBytes;
 
   using Params = StoreParams;
 
@@ -85,7 +86,7 @@ struct StoreEpilogue {
       if (d == step)
         stage_subtiles<1>(
             p, s, t, [&](int) { return position(kFirst + d, kPerBlock, 64); },
-            [&](int, uint8_t* staging) { write_16bit_subtile(staging, pending.packed[d], t.thread); });
+            [&](int, uint8_t* staging) { write_16bit_subtile(sm90::shared_address(staging), pending.packed[d], t.thread); });
     return step + 1 >= kDeferred<Acc>;
   }
 
@@ -154,16 +155,10 @@ struct StoreEpilogue {
           [&](int j, uint8_t* staging) {
             uint32_t packed[16];
             pack_subtile<Out>(acc, j, packed);
-            write_16bit_subtile(staging, packed, t.thread);
+            write_16bit_subtile(sm90::shared_address(staging), packed, t.thread);
           });
 #pragma unroll
     for (int d = 0; d < kDeferred<Acc>; ++d) pack_subtile<Out>(acc, kNow + d, out.packed[d]);
-  }
-
-  // Byte offset of 16-byte chunk `chunk` of row `row` in a 128B-swizzled 64 x 128-byte tile:
-  // the TMA unit XORs the chunk index with the row index modulo 8.
-  __device__ static uint32_t swizzled_offset(int row, int chunk) {
-    return uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4));
   }
 
   template <class Out>
@@ -174,20 +169,6 @@ struct StoreEpilogue {
     } else {
       __half2 v = __floats2half2_rn(lo, hi);
       return *reinterpret_cast<uint32_t*>(&v);
-    }
-  }
-
-  // 64 columns = 8 chunks of 8; stmatrix.x4 stores two chunks for the warp's 16 rows at once.
-  // packed[2c] holds (row r, chunk c) and packed[2c + 1] (row r + 8, chunk c), two values each.
-  __device__ static void write_16bit_subtile(uint8_t* staging, const uint32_t (&packed)[16], int thread) {
-    const int warp = thread / 32, lane = thread % 32;
-    const int matrix = lane / 8;  // which of the four 8x8 matrices this lane addresses
-    const int row = 16 * warp + lane % 8 + 8 * (matrix & 1);
-    const uint32_t base = sm90::shared_address(staging);
-#pragma unroll
-    for (int pair = 0; pair < 4; ++pair) {
-      const uint32_t address = base + swizzled_offset(row, 2 * pair + (matrix >> 1));
-      sm90::stmatrix_x4(address, packed[4 * pair], packed[4 * pair + 1], packed[4 * pair + 2], packed[4 * pair + 3]);
     }
   }
 
@@ -202,7 +183,7 @@ struct StoreEpilogue {
       for (int half = 0; half < 2; ++half) {
         const int row = 16 * warp + lane / 4 + 8 * half;
         const int byte = chunk * 32 + (lane % 4) * 8;
-        float2* dst = reinterpret_cast<float2*>(staging + swizzled_offset(row, byte / 16) + byte % 16);
+        float2* dst = reinterpret_cast<float2*>(staging + swizzled_offset(row, byte));
         *dst = make_float2(v[4 * j + 2 * half], v[4 * j + 2 * half + 1]);
       }
     }

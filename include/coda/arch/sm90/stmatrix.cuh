@@ -1,5 +1,6 @@
-// coda/arch/sm90/stmatrix.cuh: stmatrix, the register-to-shared store that matches the MMA
-// accumulator layout (PTX ISA 9.7.14.5.16).
+// coda/arch/sm90/stmatrix.cuh: register-to-shared stores: stmatrix, which matches the MMA
+// accumulator layout (PTX ISA 9.7.14.5.16), and plain st.shared at a 32-bit shared address (a
+// generic 64-bit pointer per store costs two registers each where registers are scarce).
 //
 // stmatrix.m8n8.x4 stores four 8x8 matrices of 16-bit values. In each, lane l holds row l/4,
 // columns 2*(l%4) and 2*(l%4)+1 packed in one 32-bit register: exactly how a wgmma accumulator
@@ -15,6 +16,19 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t row_address, uint32_t r0, u
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_address), "r"(r0),
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
+}
+
+__device__ __forceinline__ void st_shared_b8(uint32_t address, uint8_t v) {
+  asm volatile("st.shared.b8 [%0], %1;" ::"r"(address), "h"(uint16_t(v)) : "memory");
+}
+__device__ __forceinline__ void st_shared_b16(uint32_t address, uint16_t v) {
+  asm volatile("st.shared.b16 [%0], %1;" ::"r"(address), "h"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_b32(uint32_t address, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v2_b32(uint32_t address, uint32_t a, uint32_t b) {
+  asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(address), "r"(a), "r"(b) : "memory");
 }
 
 }  // namespace coda::sm90
