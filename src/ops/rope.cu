@@ -27,7 +27,8 @@ void gemm_rope(const TensorView& x, const TensorView& w, const TensorView& posit
   check.not_null("cos", cos.data).not_null("sin", sin.data).rank_in("cos", cos, 2, 2).rank_in("sin", sin, 2, 2)
       .dtype_in("cos", cos.dtype, {DType::f32}).dtype_in("sin", sin.dtype, {DType::f32});
   if (!check.failed())
-    check.dim_equals("cos", cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
+    check.positive("cos", cos.rows(), "its rows (cached positions)")
+        .dim_equals("cos", cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
         .dim_equals("sin", sin, 0, cos.rows(), "rows", "as many positions as cos")
         .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2");
   if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -438,6 +440,34 @@ TEST_P(EpilogueExecutor, LogSumExpReductionsIncludingAllMinusInfinity) {
                                                          return epilogue::LogSumExp::State{x.value, 2.0f};
                                                        }),
                  doubled);
+}
+
+// LogSumExp::fold (the GPU executor's way with a row's values) agrees with lifting and combining
+// one by one: on random values, and where +inf, -inf or NaN take part.
+TEST(LogSumExpFold, AgreesWithCombiningOneByOne) {
+  using L = epilogue::LogSumExp;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  auto one_by_one = [](const float (&v)[8]) {
+    L::State s = L::identity();
+    for (float x : v) s = L::combine(s, L::lift(x));
+    return L::finish(s);
+  };
+  std::vector<std::array<float, 8>> cases = {{-kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf},
+                                             {1.0f, kInf, -3.0f, 0.5f, kInf, 2.0f, -kInf, 0.0f},
+                                             {1.0f, -kInf, 7.0f, 0.5f, -kInf, 2.0f, 7.0f, 0.0f},
+                                             {1.0f, 2.0f, std::nanf(""), 0.5f, 3.0f, 2.0f, 4.0f, 0.0f}};
+  SCOPED_TRACE(seed_note());
+  std::array<float, 8> random{};
+  for (float& x : random) x = float(test::uniform(-30.0, 30.0));
+  cases.push_back(random);
+  for (const auto& c : cases) {
+    float v[8];
+    std::copy(c.begin(), c.end(), v);
+    const float want = one_by_one(v), got = L::finish(L::fold(v));
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(got));
+    else if (std::isinf(want)) EXPECT_EQ(got, want);
+    else EXPECT_NEAR(got, want, 1e-5f * std::fabs(want) + 1e-6f);
+  }
 }
 
 // Pick writes the one element its predicate picks, only from the part holding it; segments

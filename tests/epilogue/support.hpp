@@ -33,8 +33,8 @@ inline void PrintTo(const PartShape& part, std::ostream* os) { *os << part.rows 
 namespace coda::test {
 
 /// Part shapes programs must give the same results on (partials aside, which are per part): the
-/// GPU executor's (coda/epilogue/parts.hpp: a consumer warpgroup's 64 x 128 of an m128n128 tile)
-/// and the parts of the other tile configurations, 64 x 256 and 128 x 128.
+/// GPU executor's (coda/epilogue/parts.hpp: a whole 128 x 128 ping-pong tile) and the parts of the
+/// other tile configurations, 64 x 256 and 64 x 128.
 inline const std::vector<ref::PartShape> kPartShapes = {{64, 256}, {64, 128}, {128, 128}};
 /// "Part64x256": a test name suffix for a part shape parameter.
 std::string part_shape_name(const ::testing::TestParamInfo<ref::PartShape>& info);

@@ -52,6 +52,7 @@ TEST(OpsValidation, RopeRules) {
   EXPECT_THAT(error(64, 3, vec(8, DType::i32)), HasSubstr("argument 'rotated_heads': is 3 but must be in [0, 2]"));
   EXPECT_THAT(error(64, 1, vec(8, DType::f32)), HasSubstr("argument 'positions': dtype f32 is not supported here"));
   EXPECT_THAT(error(64, 1, vec(8, DType::i32), tile(16, 16, DType::f32)), HasSubstr("argument 'cos': shape (16, 16)"));
+  EXPECT_THAT(error(64, 1, vec(8, DType::i32), tile(0, 32, DType::f32)), HasSubstr("argument 'cos': its rows"));
 }
 
 TEST(OpsValidation, ResidualRmsNormRules) {

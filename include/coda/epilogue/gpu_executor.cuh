@@ -9,7 +9,9 @@
 // threads in the wgmma accumulator layout, epilogue_seam.cuh):
 //   map, map_pairs       unrolled over the thread's fragment; pairs are values 2j, 2j+1 (adjacent
 //                        columns of one row), so they need no data exchange
-//   loads                direct global loads (L1-cached), one per element visited
+//   loads                direct read-only global loads, one per element visited, without a
+//                        branch on the element type, so that an unrolled map issues them all
+//                        before the first value is needed
 //   row_reduce           fold over the thread's values of a row, then two quad shuffles (the four
 //                        lanes sharing a row); one lane per row writes
 //   column_reduce        fold over the thread's two rows per 64-row block, shuffles across the
@@ -31,43 +33,84 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "coda/arch/sm90/barrier.cuh"
+#include "coda/arch/sm90/stmatrix.cuh"
 #include "coda/arch/sm90/tma.cuh"
 #include "coda/arch/sm90/wgmma.cuh"
 #include "coda/epilogue/program.hpp"
 #include "coda/gemm/epilogue_seam.cuh"
+#include "coda/gemm/staging.cuh"
 
 namespace coda::epilogue {
 
 namespace detail {
 
-constexpr int kSubtileBytes = 64 * 128;
+constexpr int kSubtileBytes = mainloop::kStagingSubtileBytes;
 
-// Byte offset of byte `byte` of row `row` in a 128B-swizzled 64 x 128-byte subtile: the TMA unit
-// XORs the 16-byte chunk index with the row index modulo 8.
-__device__ __forceinline__ uint32_t swizzled(int row, int byte) {
-  return uint32_t(row * 128 + (((byte >> 4) ^ (row & 7)) << 4) + (byte & 15));
+// Two adjacent output values packed as `Out` (16-bit types), the bits a 32-bit store writes.
+template <DType Out>
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  static_assert(Out == DType::bf16 || Out == DType::f16);
+  if constexpr (Out == DType::bf16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
 }
 
 // One or two adjacent output values, converted to the output type `Out` and written to shared
 // memory. fp8 outputs are scaled first and saturate (cvt.satfinite).
 template <DType Out>
-__device__ __forceinline__ void put1(uint8_t* p, float scale, float v) {
-  if constexpr (Out == DType::bf16) *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(v);
-  else if constexpr (Out == DType::f16) *reinterpret_cast<__half*>(p) = __float2half_rn(v);
-  else if constexpr (Out == DType::f32) *reinterpret_cast<float*>(p) = v;
-  else *p = __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2);
+__device__ __forceinline__ void put1(uint32_t address, float scale, float v) {
+  if constexpr (Out == DType::bf16) sm90::st_shared_b16(address, __bfloat16_as_ushort(__float2bfloat16_rn(v)));
+  else if constexpr (Out == DType::f16) sm90::st_shared_b16(address, __half_as_ushort(__float2half_rn(v)));
+  else if constexpr (Out == DType::f32) sm90::st_shared_b32(address, __float_as_uint(v));
+  else sm90::st_shared_b8(address, __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2));
 }
 template <DType Out>
-__device__ __forceinline__ void put2(uint8_t* p, float scale, float a, float b) {
-  if constexpr (Out == DType::bf16) *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
-  else if constexpr (Out == DType::f16) *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
-  else if constexpr (Out == DType::f32) *reinterpret_cast<float2*>(p) = make_float2(a, b);
+__device__ __forceinline__ void put2(uint32_t address, float scale, float a, float b) {
+  if constexpr (Out == DType::bf16 || Out == DType::f16) sm90::st_shared_b32(address, pack2<Out>(a, b));
+  else if constexpr (Out == DType::f32) sm90::st_shared_v2_b32(address, __float_as_uint(a), __float_as_uint(b));
   else
-    *reinterpret_cast<__nv_fp8x2_storage_t*>(p) = __nv_cvt_float2_to_fp8x2(
-        make_float2(a * scale, b * scale), __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2);
+    sm90::st_shared_b16(address, __nv_cvt_float2_to_fp8x2(make_float2(a * scale, b * scale), __NV_SATFINITE,
+                                                          Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2));
 }
+
+// One element of a 16/32-bit float or int32 array as fp32. The type is the same for every element
+// of a descriptor, but a switch on it puts each load behind its own branch: an unrolled map's
+// loads then go out one memory latency apart, and equal loads (a row's vector value, read for
+// every column) are not merged. So every type takes one unconditional read-only load of the
+// aligned 32-bit word that holds the element (for a 16-bit element, the half picked by a shift;
+// a word never straddles a page, so it is always addressable) and the conversions are selects.
+__device__ __forceinline__ float load_element(const void* data, DType dtype, int64_t index) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(data) + uintptr_t(index) * (dtype == DType::f32 || dtype == DType::i32 ? 4 : 2);
+  const uint32_t word = __ldg(reinterpret_cast<const uint32_t*>(address & ~uintptr_t(3)));
+  const uint32_t bits = word >> (8 * (address & 2));
+  const float from_f16 = __half2float(__ushort_as_half(uint16_t(bits)));
+  const float from_bf16 = __uint_as_float(bits << 16);
+  const float from_i32 = float(int32_t(bits));
+  return dtype == DType::f32 ? __uint_as_float(bits)
+         : dtype == DType::i32 ? from_i32
+         : dtype == DType::bf16 ? from_bf16
+                                : from_f16;
+}
+
+// Whether a reduction can hand the monoid a row's values at once: f gives floats and the monoid
+// has fold() (monoids.hpp).
+template <class Monoid, class F>
+constexpr bool folds_floats() {
+  if constexpr (std::is_invocable_v<F&, const Element&>)
+    return std::is_same_v<std::invoke_result_t<F&, const Element&>, float> &&
+           requires(const float (&v)[4]) { Monoid::fold(v); };
+  else
+    return false;
+}
+template <class Monoid, class F>
+constexpr bool kFoldsFloats = folds_floats<Monoid, F>();
 
 // Exchange a monoid state with lane ^ mask (states are made of 32-bit words).
 template <class State>
@@ -109,11 +152,13 @@ class GpuTile {
 #pragma unroll
     for (int b = 0; b < Acc::kBlocks; ++b)
 #pragma unroll
-      for (int i = 0; i < Acc::kValuesPerBlock; ++i)
+      for (int i = 0; i < Acc::kValuesPerBlock; ++i) {
+        batch_boundary(i);
         if (inside(b, i)) {
           Element x{acc_.value[b][i], row(b, i), col(i), t_.batch};
           f(x);
         }
+      }
   }
 
   template <class F>
@@ -122,30 +167,32 @@ class GpuTile {
 #pragma unroll
     for (int b = 0; b < Acc::kBlocks; ++b)
 #pragma unroll
-      for (int i = 0; i < Acc::kValuesPerBlock; i += 2)
+      for (int i = 0; i < Acc::kValuesPerBlock; i += 2) {
+        batch_boundary(i);
         if (inside(b, i)) {
           Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
           f(p);
         }
+      }
   }
 
   // ---- 2 and 3. loads
   template <class At>
   __device__ float load(const TileIn& in, const At& x) const {
-    return load_as_float(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
+    return detail::load_element(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
   }
   template <class At>
   __device__ Values2 load_wide(const TileIn& in, const At& x) const {
     const int64_t at = x.batch * in.batch_stride + int64_t(x.row) * in.ld + 2 * int64_t(x.col);
-    return {load_as_float(in.data, in.dtype, at), load_as_float(in.data, in.dtype, at + 1)};
+    return {detail::load_element(in.data, in.dtype, at), detail::load_element(in.data, in.dtype, at + 1)};
   }
   template <class At>
-  __device__ float load(const RowVector& v, const At& x) const { return load_as_float(v.data, v.dtype, x.col); }
+  __device__ float load(const RowVector& v, const At& x) const { return detail::load_element(v.data, v.dtype, x.col); }
   template <class At>
   __device__ float load(const ColumnVector& v, const At& x) const {
-    return load_as_float(v.data, v.dtype, x.batch * v.batch_stride + x.row);
+    return detail::load_element(v.data, v.dtype, x.batch * v.batch_stride + x.row);
   }
-  __device__ float load(const Table& table, int64_t i, int64_t j) const { return table.data[i * table.ld + j]; }
+  __device__ float load(const Table& table, int64_t i, int64_t j) const { return __ldg(table.data + i * table.ld + j); }
 
   // ---- 3. stores
   __device__ void store(const TileOut& out) {
@@ -168,14 +215,26 @@ class GpuTile {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // the thread's two rows of the block: lane / 4 and + 8
         typename Monoid::State s = Monoid::identity();
+        if constexpr (!Edge && detail::kFoldsFloats<Monoid, F>) {
+          float values[Acc::kValuesPerBlock / 2];  // the thread's values of this row
 #pragma unroll
-        for (int i = 2 * half; i < Acc::kValuesPerBlock; i += 4)
+          for (int i = 2 * half, v = 0; i < Acc::kValuesPerBlock; i += 4)
 #pragma unroll
-          for (int k = 0; k < 2; ++k)
-            if (inside(b, i + k)) {
+            for (int k = 0; k < 2; ++k, ++v) {
               Element x{acc_.value[b][i + k], row(b, i + k), col(i + k), t_.batch};
-              s = Monoid::combine(s, as_state<Monoid>(f(x)));
+              values[v] = f(x);
             }
+          s = Monoid::fold(values);
+        } else {
+#pragma unroll
+          for (int i = 2 * half; i < Acc::kValuesPerBlock; i += 4)
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+              if (inside(b, i + k)) {
+                Element x{acc_.value[b][i + k], row(b, i + k), col(i + k), t_.batch};
+                s = Monoid::combine(s, as_state<Monoid>(f(x)));
+              }
+        }
         s = Monoid::combine(s, detail::shuffle_xor(s, 1));  // the quad holding the row
         s = Monoid::combine(s, detail::shuffle_xor(s, 2));
         const int32_t r = row(b, 2 * half);
@@ -255,6 +314,14 @@ class GpuTile {
 #pragma unroll
     for (int b = 0; b < Acc::kBlocks; ++b) sm90::accumulators_fence(acc_.value[b]);
   }
+  // Maps run in batches of kBatchValues values: the loads a batch needs go out together (one
+  // memory latency per batch), but no sooner: ptxas would otherwise hoist every load of a map to
+  // its start and spill the loaded values next to the 128 accumulators. __syncwarp orders the
+  // warp's memory accesses, so no load moves across it (and it costs a few cycles).
+  static constexpr int kBatchValues = 32;
+  __device__ static void batch_boundary(int i) {
+    if (i > 0 && i % kBatchValues == 0) __syncwarp();
+  }
   // Edge parts: make the compiler recompute the (cheap) bounds checks in every primitive rather
   // than keep one per element alive from the previous primitive.
   __device__ void fresh_limits() {
@@ -295,35 +362,53 @@ class GpuTile {
 #pragma unroll
       for (int sub = 0; sub < kSubtilesPerBlock; ++sub) {
         uint8_t* staging = staging_[next_buffer_];
+        const uint32_t staging_address = sm90::shared_address(staging);
         if (t_.thread == 0) sm90::tma_store_wait_read<Buffers - 1>();
         sync();
         pin_values();
+        if constexpr (W == Width::full && ElementBytes == 2) {
+          // 64 columns of 16-bit results: the accumulator layout packed as stmatrix takes it.
+          uint32_t packed[16];
 #pragma unroll
-        for (int j = 0; j < kChunks; ++j) {
-          if ((j * kOutChunkCols) / kSubtileCols != sub) continue;
+          for (int c = 0; c < 8; ++c)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int r = 16 * warp + lane / 4 + 8 * half;  // row within the 64-row block
-            const int i = 4 * j + 2 * half;                 // values i, i + 1 of the fragment:
-            const int pc = 8 * j + 2 * (lane % 4);          // part columns pc, pc + 1
-            Element x0{acc_.value[b][i], row(b, i), col(i), t_.batch};
-            Element x1{acc_.value[b][i + 1], row(b, i + 1), col(i + 1), t_.batch};
-            const bool in0 = inside(b, i), in1 = inside(b, i + 1);
-            if constexpr (W == Width::full) {  // output columns pc, pc + 1
-              const int oc = pc % kSubtileCols;
-              detail::put2<Out>(staging + detail::swizzled(r, oc * ElementBytes), out.scale,
-                           in0 ? f(x0) : 0.0f, in1 ? f(x1) : 0.0f);
-            } else if constexpr (W == Width::half) {  // output column pc / 2
-              const int oc = (pc / 2) % kSubtileCols;
-              Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
-              detail::put1<Out>(staging + detail::swizzled(r, oc * ElementBytes), out.scale, in0 ? f(p) : 0.0f);
-            } else {  // output columns 2 pc .. 2 pc + 3
-              const int oc = (2 * pc) % kSubtileCols;
-              const Values2 v0 = in0 ? f(x0) : Values2{0.0f, 0.0f};
-              const Values2 v1 = in1 ? f(x1) : Values2{0.0f, 0.0f};
-              detail::put2<Out>(staging + detail::swizzled(r, oc * ElementBytes), out.scale, v0.first, v0.second);
-              detail::put2<Out>(staging + detail::swizzled(r, (oc + 2) * ElementBytes), out.scale, v1.first,
-                           v1.second);
+            for (int half = 0; half < 2; ++half) {
+              const int i = 4 * (8 * sub + c) + 2 * half;
+              Element x0{acc_.value[b][i], row(b, i), col(i), t_.batch};
+              Element x1{acc_.value[b][i + 1], row(b, i + 1), col(i + 1), t_.batch};
+              packed[2 * c + half] = detail::pack2<Out>(inside(b, i) ? f(x0) : 0.0f, inside(b, i + 1) ? f(x1) : 0.0f);
+            }
+          mainloop::write_16bit_subtile(staging_address, packed, t_.thread);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kChunks; ++j) {
+            if ((j * kOutChunkCols) / kSubtileCols != sub) continue;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int r = 16 * warp + lane / 4 + 8 * half;  // row within the 64-row block
+              const int i = 4 * j + 2 * half;                 // values i, i + 1 of the fragment:
+              const int pc = 8 * j + 2 * (lane % 4);          // part columns pc, pc + 1
+              Element x0{acc_.value[b][i], row(b, i), col(i), t_.batch};
+              Element x1{acc_.value[b][i + 1], row(b, i + 1), col(i + 1), t_.batch};
+              const bool in0 = inside(b, i), in1 = inside(b, i + 1);
+              if constexpr (W == Width::full) {  // output columns pc, pc + 1
+                const int oc = pc % kSubtileCols;
+                detail::put2<Out>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                                  in0 ? f(x0) : 0.0f, in1 ? f(x1) : 0.0f);
+              } else if constexpr (W == Width::half) {  // output column pc / 2
+                const int oc = (pc / 2) % kSubtileCols;
+                Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
+                detail::put1<Out>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                                  in0 ? f(p) : 0.0f);
+              } else {  // output columns 2 pc .. 2 pc + 3
+                const int oc = (2 * pc) % kSubtileCols;
+                const Values2 v0 = in0 ? f(x0) : Values2{0.0f, 0.0f};
+                const Values2 v1 = in1 ? f(x1) : Values2{0.0f, 0.0f};
+                detail::put2<Out>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                                  v0.first, v0.second);
+                detail::put2<Out>(staging_address + mainloop::swizzled_offset(r, (oc + 2) * ElementBytes), out.scale,
+                                  v1.first, v1.second);
+              }
             }
           }
         }

@@ -26,17 +26,17 @@ inline mainloop::LaunchPlan plan_program(const GemmOperand& a, const GemmOperand
   check.require(a.major == Major::k, "a", "epilogue programs take a K-major A (activations X, M x K)", StatusCode::unsupported)
       .require(b.major == Major::k, "b", "epilogue programs take a K-major B (an nn.Linear weight, N x K)",
                StatusCode::unsupported)
-      .require(options.tile == GemmTile::automatic || options.tile == GemmTile::m128n128, "options.tile",
-               "epilogue programs run on the m128n128 configuration", StatusCode::unsupported);
+      .require(options.tile == GemmTile::automatic || options.tile == GemmTile::pingpong_m128n128, "options.tile",
+               "epilogue programs run on the pingpong_m128n128 configuration", StatusCode::unsupported);
   check.throw_if_error();
-  options.tile = GemmTile::m128n128;
+  options.tile = GemmTile::pingpong_m128n128;
   return mainloop::plan_launch(a, b, options, function);
 }
 
 /// Launch a planned GEMM whose epilogue is `program`.
 template <class Program>
 void launch_program(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream) {
-  using Config = mainloop::TileM128N128;
+  using Config = mainloop::TilePingPongM128N128;
   static_assert(Config::kWarpgroupM == epilogue::kPartRows && Config::kWarpgroupN == epilogue::kPartCols);
   if (plan.input == DType::bf16)
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k,

@@ -1,7 +1,8 @@
 // coda/epilogue/monoids.hpp: the reductions epilogue programs use, as monoids.
 //
 // A monoid has a State, an identity, `lift` (one value -> State), an associative `combine`,
-// `finish` (State -> the value written) and `present` (whether a tile writes its result at all).
+// `finish` (State -> the value written) and `present` (whether a tile writes its result at all);
+// optionally `fold` (an array of values -> State at once, where that is cheaper than combining).
 // Executors fold a tile's elements in any order and shape they like (per thread, across a quad,
 // across warps, across the subtiles of a tile): associativity is all the program may assume, so
 // the GPU and CPU executors agree up to fp32 rounding order.
@@ -53,6 +54,17 @@ struct LogSumExp {
   }
   CODA_HD static float finish(State s) { return s.max + logf(s.sum); }
   CODA_HD static bool present(State) { return true; }
+  /// Many values at once, the same as lifting and combining them (up to rounding): the max first,
+  /// then one exp per value. Folding one by one rescales the running sum at every step, a
+  /// dependent chain of two exps per value; executors use this where they hold a row's values.
+  template <int N>
+  CODA_HD static State fold(const float (&v)[N]) {
+    float m = v[0];
+    for (int i = 1; i < N; ++i) m = (v[i] > m || v[i] != v[i]) ? v[i] : m;  // NaN wins, as in combine
+    float sum = 0.0f;
+    for (int i = 0; i < N; ++i) sum += v[i] == m ? 1.0f : expf(v[i] - m);
+    return {m, sum};
+  }
 };
 
 /// The one element a predicate picks (the target logit): only the tile holding it writes.

@@ -25,18 +25,17 @@ struct Rope {
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
+    // Written without early returns: every pair reads the tables (row 0 for a bad position), so
+    // the GPU executor can issue all of a part's table loads before the first is needed.
     t.map_pairs([&](Pair& p) {
-      if (p.col / head_dim >= rotated_heads) return;
-      const int32_t i = (p.col % head_dim) / 2;
+      const bool rotated = p.col / head_dim < rotated_heads;
       const int32_t position = int32_t(t.load(positions, p));
-      if (position < 0 || position >= cos.rows) {
-        p.first = p.second = NAN;
-        return;
-      }
-      const float c = t.load(cos, position, i), s = t.load(sin, position, i);
+      const bool known = position >= 0 && position < cos.rows;
+      const int32_t i = (p.col % head_dim) / 2;
+      const float c = t.load(cos, known ? position : 0, i), s = t.load(sin, known ? position : 0, i);
       const float y0 = p.first, y1 = p.second;
-      p.first = y0 * c - y1 * s;
-      p.second = y0 * s + y1 * c;
+      p.first = !rotated ? y0 : known ? y0 * c - y1 * s : NAN;
+      p.second = !rotated ? y1 : known ? y0 * s + y1 * c : NAN;
     });
     t.store(out);
   }
