@@ -5,16 +5,20 @@
 #include "commands.hpp"
 #include "gemm_bench.hpp"
 #include "ops_bench.hpp"
+#include "primitives_bench.hpp"
 
 namespace coda::cli {
 
 int bench(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "gemm") return coda::bench::gemm_benchmark(argc - 1, argv + 1);
   if (argc >= 2 && std::string_view(argv[1]) == "ops") return coda::bench::ops_benchmark(argc - 1, argv + 1);
+  if (argc >= 2 && std::string_view(argv[1]) == "primitives")
+    return coda::bench::primitives_benchmark(argc - 1, argv + 1);
   std::fprintf(stderr,
                "usage: coda bench gemm [--set transformer|square|decode|backward|quick|all] [--dtype bf16|f16]"
                " [--tile NAME] [--split N] [--raster N] [--json PATH]\n"
-               "       coda bench ops [--json PATH]\n");
+               "       coda bench ops [--json PATH]\n"
+               "       coda bench primitives\n");
   return 2;
 }
 

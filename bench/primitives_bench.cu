@@ -1,0 +1,148 @@
+// coda bench primitives: what each primitive class costs inside the GEMM. Each row runs
+// coda::gemm_program with a one- or two-primitive program on the same shape (M = 16384,
+// N = 2048, the K given) and reports its time over the plain GEMM on the programs' tile
+// configuration (pingpong_m128n128) and over coda's default GEMM. A ratio near 1 means the
+// primitive hides behind the other consumer warpgroup's MMAs.
+#include "primitives_bench.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "coda/core/device.hpp"
+#include "coda/epilogue/host_arguments.hpp"
+#include "coda/epilogue/launch.cuh"
+#include "coda/gemm/gemm.hpp"
+#include "device_fill.hpp"
+#include "timing.hpp"
+
+namespace coda::bench {
+namespace {
+
+using namespace coda::epilogue;
+
+struct StoreOnly {
+  TileOut out;
+  template <class T> __device__ void operator()(T& t) const { t.store(out); }
+};
+struct TwoStores {
+  TileOut out, second;
+  template <class T> __device__ void operator()(T& t) const { t.store(out); t.store(second); }
+};
+struct HalfWidthStore {  // SwiGLU's shape of output
+  TileOut half;
+  template <class T> __device__ void operator()(T& t) const {
+    t.store_pairs(half, [](const Pair& p) { return p.first * p.second; });
+  }
+};
+struct TileLoad {
+  TileIn in;
+  TileOut out;
+  template <class T> __device__ void operator()(T& t) const {
+    t.map([&](Element& x) { x.value += t.load(in, x); });
+    t.store(out);
+  }
+};
+struct RowVectorLoad {
+  RowVector v;
+  TileOut out;
+  template <class T> __device__ void operator()(T& t) const {
+    t.store(out, [&](const Element& x) { return x.value * t.load(v, x); });
+  }
+};
+struct ColumnVectorLoad {
+  ColumnVector v;
+  TileOut out;
+  template <class T> __device__ void operator()(T& t) const {
+    t.store(out, [&](const Element& x) { return x.value * t.load(v, x); });
+  }
+};
+struct RowSumSquares {
+  Partials partials;
+  template <class T> __device__ void operator()(T& t) const {
+    t.row_reduce(partials, Sum{}, [](const Element& x) { return x.value * x.value; });
+  }
+};
+struct RowLogSumExp {
+  Partials partials;
+  template <class T> __device__ void operator()(T& t) const {
+    t.row_reduce(partials, LogSumExp{}, [](const Element& x) { return x.value; });
+  }
+};
+struct ColumnSum {
+  Partials partials;
+  template <class T> __device__ void operator()(T& t) const {
+    t.column_reduce(partials, Sum{}, [](const Element& x) { return x.value; });
+  }
+};
+
+double median_ms(const std::function<void(int)>& launch, cudaStream_t stream) {
+  std::vector<double> all;
+  for (int round = 0; round < 3; ++round) {
+    time_launches(launch, stream, 2, 6);
+    all.insert(all.end(), last_samples().begin(), last_samples().end());
+  }
+  return merge(all).median_ms;
+}
+
+}  // namespace
+
+int primitives_benchmark(int, char**) {
+  if (!hopper_available()) {
+    std::printf("coda bench primitives: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
+    return 1;
+  }
+  cudaStream_t stream = nullptr;
+  CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const DType bf = DType::bf16;
+  const int64_t m = 16384, n = 2048;
+  std::vector<void*> blocks;
+  auto allocate = [&](DType t, int64_t rows, int64_t cols, bool fill) {
+    void* p = nullptr;
+    CODA_CUDA_CHECK(cudaMalloc(&p, std::size_t(rows * cols) * size_of(t)));
+    if (fill) fill_uniform(p, t, std::size_t(rows * cols), 11 + blocks.size(), stream);
+    blocks.push_back(p);
+    return TensorView::matrix(p, t, rows, cols);
+  };
+  std::printf("coda bench primitives: %s, bf16, M=%lld N=%lld; time / plain GEMM on pingpong_m128n128 and on the default tile\n",
+              current_device().name.c_str(), (long long)m, (long long)n);
+  std::printf("%-28s %6s %10s %10s %10s %9s %9s\n", "program", "K", "ms", "pingpong", "default", "/pingpong",
+              "/default");
+  for (int64_t k : {2048, 4096}) {
+    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true);
+    const TensorView out = allocate(bf, m, n, false), second = allocate(bf, m, n, false);
+    const TensorView half = allocate(bf, m, n / 2, false), in = allocate(bf, m, n, true);
+    const TensorView row_vector_view = TensorView::vector(allocate(DType::f32, 1, n, true).data, DType::f32, n);
+    const TensorView column_vector_view = TensorView::vector(allocate(DType::f32, 1, m, true).data, DType::f32, m);
+    const TensorView row_parts = allocate(DType::f32, m, n / kPartCols, false);
+    const TensorView column_parts = allocate(DType::f32, m / kPartRows, n, false);
+    const GemmOperand a{x, Major::k}, b{w, Major::k};
+    GemmOptions pingpong;
+    pingpong.tile = GemmTile::pingpong_m128n128;
+    const double pingpong_ms = median_ms([&](int) { gemm(a, b, out, stream, pingpong); }, stream);
+    const double default_ms = median_ms([&](int) { gemm(a, b, out, stream); }, stream);
+    auto row = [&](const char* name, auto program) {
+      const mainloop::LaunchPlan plan = plan_program(a, b, {}, "coda bench primitives");
+      const double ms = median_ms([&](int) { launch_program(plan, program, stream); }, stream);
+      std::printf("%-28s %6lld %10.4f %10.4f %10.4f %9.3f %9.3f\n", name, (long long)k, ms, pingpong_ms, default_ms,
+                  ms / pingpong_ms, ms / default_ms);
+    };
+    row("store", StoreOnly{tile_out(out, "out")});
+    row("store + store", TwoStores{tile_out(out, "out"), tile_out(second, "second")});
+    row("store_pairs (half width)", HalfWidthStore{tile_out(half, "half")});
+    row("tile load + store", TileLoad{tile_in(in, "in"), tile_out(out, "out")});
+    row("row-vector load + store", RowVectorLoad{row_vector(row_vector_view, "v"), tile_out(out, "out")});
+    row("column-vector load + store", ColumnVectorLoad{column_vector(column_vector_view, "v"), tile_out(out, "out")});
+    row("row_reduce Sum", RowSumSquares{row_partials(row_parts, "parts")});
+    row("row_reduce LogSumExp", RowLogSumExp{row_partials(row_parts, "parts")});
+    row("column_reduce Sum", ColumnSum{column_partials(column_parts, "parts")});
+  }
+  CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (void* p : blocks) cudaFree(p);
+  return 0;
+}
+
+}  // namespace coda::bench

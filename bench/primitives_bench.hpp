@@ -1,0 +1,8 @@
+// coda bench primitives: the cost of each epilogue primitive class inside the GEMM.
+#pragma once
+
+namespace coda::bench {
+
+int primitives_benchmark(int argc, char** argv);
+
+}  // namespace coda::bench
