@@ -212,7 +212,7 @@ int gemm_benchmark(int argc, char** argv) {
     else if (arg == "--dtype") dtype = std::strcmp(value, "f16") == 0 ? DType::f16 : DType::bf16, ++i;
     else if (arg == "--tile") {
       for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256,
-                         GemmTile::pingpong_m64n256, GemmTile::pingpong_m128n128})
+                         GemmTile::pingpong_m128n128})
         if (name(t) == value) forced.tile = t;
       ++i;
     } else if (arg == "--split") {

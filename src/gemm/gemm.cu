@@ -23,7 +23,6 @@ std::string_view name(GemmTile tile) {
     case GemmTile::m256n128: return "m256n128";
     case GemmTile::m128n128: return "m128n128";
     case GemmTile::m64n256: return "m64n256";
-    case GemmTile::pingpong_m64n256: return "pingpong_m64n256";
     case GemmTile::pingpong_m128n128: return "pingpong_m128n128";
   }
   return "unknown";
@@ -50,7 +49,6 @@ TileFacts facts(GemmTile t) {
     case GemmTile::m256n128: return {256, 128, 1, 2, 1.0};
     case GemmTile::m128n128: return {128, 128, 1, 1, 0.9};
     case GemmTile::m64n256: return {64, 256, 1, 1, 0.8};
-    case GemmTile::pingpong_m64n256: return {64, 256, 2, 1, 0.95};
     case GemmTile::pingpong_m128n128: return {128, 128, 2, 1, 0.95};
     case GemmTile::automatic: break;
   }
@@ -63,7 +61,6 @@ int resident_ctas(GemmTile t) {
     case GemmTile::m256n128: return mainloop::resident_ctas_m256n128()();
     case GemmTile::m128n128: return mainloop::resident_ctas_m128n128()();
     case GemmTile::m64n256: return mainloop::resident_ctas_m64n256()();
-    case GemmTile::pingpong_m64n256: return mainloop::resident_ctas_pingpong_m64n256()();
     case GemmTile::pingpong_m128n128: return mainloop::resident_ctas_pingpong_m128n128()();
     case GemmTile::automatic: break;
   }
@@ -255,7 +252,6 @@ mainloop::Launcher launcher(GemmTile t, DType input, Major a, Major b) {
     case GemmTile::m256n128: return mainloop::launcher_m256n128(input, a, b);
     case GemmTile::m128n128: return mainloop::launcher_m128n128(input, a, b);
     case GemmTile::m64n256: return mainloop::launcher_m64n256(input, a, b);
-    case GemmTile::pingpong_m64n256: return mainloop::launcher_pingpong_m64n256(input, a, b);
     case GemmTile::pingpong_m128n128: return mainloop::launcher_pingpong_m128n128(input, a, b);
     case GemmTile::automatic: break;
   }

@@ -22,7 +22,6 @@ Launcher launcher_m128n256(DType input, Major a, Major b);
 Launcher launcher_m256n128(DType input, Major a, Major b);
 Launcher launcher_m128n128(DType input, Major a, Major b);
 Launcher launcher_m64n256(DType input, Major a, Major b);
-Launcher launcher_pingpong_m64n256(DType input, Major a, Major b);
 Launcher launcher_pingpong_m128n128(DType input, Major a, Major b);
 
 /// Largest number of CTAs of this configuration that can be resident at once (whole clusters).
@@ -31,7 +30,6 @@ ResidentCtas resident_ctas_m128n256();
 ResidentCtas resident_ctas_m256n128();
 ResidentCtas resident_ctas_m128n128();
 ResidentCtas resident_ctas_m64n256();
-ResidentCtas resident_ctas_pingpong_m64n256();
 ResidentCtas resident_ctas_pingpong_m128n128();
 
 }  // namespace coda::mainloop

@@ -111,6 +111,15 @@ TEST(OpsValidation, CAbiChecksTensorsAndCodes) {
   EXPECT_EQ(coda_gemm_row_scale(&x, &w, &lse, &out, nullptr) == CODA_OK, false);  // odd: rstd length 64 ok, but no GPU here or...
 }
 
+// Fused ops run on the ping-pong tile their programs are built for: another tile is refused by name.
+TEST(OpsValidation, FusedOpsRefuseOtherTiles) {
+  ops::SwigluOptions options;
+  options.gemm.tile = GemmTile::m128n256;
+  const Status s = ops::try_gemm_swiglu(tile(64, 32), tile(64, 32), tile(64, 32), nullptr, options);
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_THAT(s.message(), HasSubstr("argument 'options.tile': epilogue programs run on the pingpong_m128n128"));
+}
+
 // Valid arguments reach the device check, whose message names the op, not the GEMM underneath.
 // (Host memory stands in for device memory here, so this only runs where no Hopper GPU would launch.)
 TEST(OpsValidation, DeviceCheckNamesTheOp) {

@@ -50,7 +50,6 @@ enum class GemmTile : uint8_t {
   m64n256,    // decode-sized M <= 64
   // Ping-pong: each consumer warpgroup computes whole tiles, the two taking turns (one runs its
   // epilogue while the other runs its MMAs); 2-CTA clusters share B. Epilogue programs run here.
-  pingpong_m64n256,
   pingpong_m128n128,
 };
 
