@@ -54,15 +54,6 @@ struct Row {
   double fused_ms, gemm_ms, cublas_ms, unfused_ms, torch_compile_ms;
 };
 
-double median_ms(const std::function<void(int)>& launch, cudaStream_t stream) {
-  std::vector<double> all;
-  for (int round = 0; round < 3; ++round) {
-    time_launches(launch, stream, 2, 6);
-    all.insert(all.end(), last_samples().begin(), last_samples().end());
-  }
-  return merge(all).median_ms;
-}
-
 // Times the fused op, our GEMM of the same shape, cuBLAS, and the unfused sequence (cuBLAS plus
 // `rest`), side by side on the same buffers.
 Row measure(const std::string& op, const std::string& shape, const TensorView& x, const TensorView& w,
@@ -70,10 +61,10 @@ Row measure(const std::string& op, const std::string& shape, const TensorView& x
             double torch_compile_ms, CublasGemm& cublas, Arena& arena, cudaStream_t stream) {
   const TensorView y = arena.matrix(x.dtype, x.rows(), w.rows(), stream, false);
   Row r{op, shape, 2.0 * double(x.rows()) * double(w.rows()) * double(x.cols()), 0, 0, 0, 0, torch_compile_ms};
-  r.fused_ms = median_ms(fused, stream);
-  r.gemm_ms = median_ms([&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); }, stream);
-  r.cublas_ms = median_ms([&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); }, stream);
-  r.unfused_ms = median_ms(
+  r.fused_ms = pooled_median_ms(fused, stream);
+  r.gemm_ms = pooled_median_ms([&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); }, stream);
+  r.cublas_ms = pooled_median_ms([&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); }, stream);
+  r.unfused_ms = pooled_median_ms(
       [&](int) {
         cublas.run({x, Major::k}, {w, Major::k}, y);
         rest(y);

@@ -79,15 +79,6 @@ struct ColumnSum {
   }
 };
 
-double median_ms(const std::function<void(int)>& launch, cudaStream_t stream) {
-  std::vector<double> all;
-  for (int round = 0; round < 3; ++round) {
-    time_launches(launch, stream, 2, 6);
-    all.insert(all.end(), last_samples().begin(), last_samples().end());
-  }
-  return merge(all).median_ms;
-}
-
 }  // namespace
 
 int primitives_benchmark(int, char**) {
@@ -122,11 +113,11 @@ int primitives_benchmark(int, char**) {
     const GemmOperand a{x, Major::k}, b{w, Major::k};
     GemmOptions pingpong;
     pingpong.tile = GemmTile::pingpong_m128n128;
-    const double pingpong_ms = median_ms([&](int) { gemm(a, b, out, stream, pingpong); }, stream);
-    const double default_ms = median_ms([&](int) { gemm(a, b, out, stream); }, stream);
+    const double pingpong_ms = pooled_median_ms([&](int) { gemm(a, b, out, stream, pingpong); }, stream);
+    const double default_ms = pooled_median_ms([&](int) { gemm(a, b, out, stream); }, stream);
     auto row = [&](const char* name, auto program) {
       const mainloop::LaunchPlan plan = plan_program(a, b, {}, "coda bench primitives");
-      const double ms = median_ms([&](int) { launch_program(plan, program, stream); }, stream);
+      const double ms = pooled_median_ms([&](int) { launch_program(plan, program, stream); }, stream);
       std::printf("%-28s %6lld %10.4f %10.4f %10.4f %9.3f %9.3f\n", name, (long long)k, ms, pingpong_ms, default_ms,
                   ms / pingpong_ms, ms / default_ms);
     };

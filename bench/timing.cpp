@@ -56,4 +56,13 @@ Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream
   return merge(samples_of_last_call);
 }
 
+double pooled_median_ms(const std::function<void(int)>& launch, cudaStream_t stream) {
+  std::vector<double> all;
+  for (int round = 0; round < 3; ++round) {
+    time_launches(launch, stream, 2, 6);
+    all.insert(all.end(), last_samples().begin(), last_samples().end());
+  }
+  return merge(all).median_ms;
+}
+
 }  // namespace coda::bench

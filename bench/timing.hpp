@@ -24,6 +24,10 @@ Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream
 /// Merge timings of the same work taken in several rounds (median of all samples).
 Timing merge(const std::vector<double>& samples_ms);
 
+/// The median of three rounds of time_launches(launch, stream, 2, 6), their samples pooled: the
+/// fused-op benchmarks' measurement (alternating rounds of different work keeps drift out).
+double pooled_median_ms(const std::function<void(int)>& launch, cudaStream_t stream);
+
 /// The per-launch samples of the last time_launches call on this thread.
 const std::vector<double>& last_samples();
 
