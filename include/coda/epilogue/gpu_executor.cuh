@@ -49,17 +49,10 @@ namespace detail {
 
 constexpr int kSubtileBytes = mainloop::kStagingSubtileBytes;
 
-// Two adjacent output values packed as `Out` (16-bit types), the bits a 32-bit store writes.
+// Two adjacent 16-bit outputs packed in one register (mainloop::pack_16bit_pair, by DType).
 template <DType Out>
 __device__ __forceinline__ uint32_t pack2(float a, float b) {
-  static_assert(Out == DType::bf16 || Out == DType::f16);
-  if constexpr (Out == DType::bf16) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(a, b);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
+  return mainloop::pack_16bit_pair<std::conditional_t<Out == DType::bf16, __nv_bfloat16, __half>>(a, b);
 }
 
 // One or two adjacent output values, converted to the output type `Out` and written to shared
@@ -109,8 +102,6 @@ constexpr bool folds_floats() {
   else
     return false;
 }
-template <class Monoid, class F>
-constexpr bool kFoldsFloats = folds_floats<Monoid, F>();
 
 // Exchange a monoid state with lane ^ mask (states are made of 32-bit words).
 template <class State>
@@ -215,7 +206,7 @@ class GpuTile {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // the thread's two rows of the block: lane / 4 and + 8
         typename Monoid::State s = Monoid::identity();
-        if constexpr (!Edge && detail::kFoldsFloats<Monoid, F>) {
+        if constexpr (!Edge && detail::folds_floats<Monoid, F>()) {
           float values[Acc::kValuesPerBlock / 2];  // the thread's values of this row
 #pragma unroll
           for (int i = 2 * half, v = 0; i < Acc::kValuesPerBlock; i += 4)

@@ -2,7 +2,11 @@
 // drain: 64 rows x 128 bytes in the 128B-swizzled layout of the output tensor map.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 #include "coda/arch/sm90/stmatrix.cuh"
 
@@ -14,6 +18,20 @@ constexpr int kStagingSubtileBytes = 64 * 128;
 /// unit XORs the 16-byte chunk index with the row index modulo 8.
 __device__ __forceinline__ uint32_t swizzled_offset(int row, int byte) {
   return uint32_t(row * 128 + (((byte >> 4) ^ (row & 7)) << 4) + (byte & 15));
+}
+
+/// Two adjacent results rounded to `Out` (__nv_bfloat16 or __half), packed as one 32-bit register
+/// holds them (the low half is the first column).
+template <class Out>
+__device__ __forceinline__ uint32_t pack_16bit_pair(float lo, float hi) {
+  static_assert(std::is_same_v<Out, __nv_bfloat16> || std::is_same_v<Out, __half>);
+  if constexpr (std::is_same_v<Out, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
 }
 
 /// A 64 x 64 subtile of 16-bit results from the accumulator fragment: 64 columns = 8 chunks of 8;

@@ -133,7 +133,7 @@ struct StoreEpilogue {
     constexpr int kPerBlock = Acc::kCols / 64;
     const float* v = acc.value[sub / kPerBlock] + (sub % kPerBlock) * 32;  // 8 chunks x 4 values
 #pragma unroll
-    for (int i = 0; i < 16; ++i) packed[i] = pack_pair<Out>(v[2 * i], v[2 * i + 1]);
+    for (int i = 0; i < 16; ++i) packed[i] = pack_16bit_pair<Out>(v[2 * i], v[2 * i + 1]);
   }
 
   // Subtile `sub` of a tile cut into `per_block` subtiles of `cols` columns per 64-row block.
@@ -159,17 +159,6 @@ struct StoreEpilogue {
           });
 #pragma unroll
     for (int d = 0; d < kDeferred<Acc>; ++d) pack_subtile<Out>(acc, kNow + d, out.packed[d]);
-  }
-
-  template <class Out>
-  __device__ static uint32_t pack_pair(float lo, float hi) {
-    if constexpr (std::is_same_v<Out, __nv_bfloat16>) {
-      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    } else {
-      __half2 v = __floats2half2_rn(lo, hi);
-      return *reinterpret_cast<uint32_t*>(&v);
-    }
   }
 
   // 32 fp32 columns = 4 chunks of 8; each thread writes two adjacent values per row half.
