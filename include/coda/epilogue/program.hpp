@@ -44,18 +44,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "coda/core/dtype.hpp"
 #include "coda/core/host_device.hpp"
 #include "coda/epilogue/arguments.hpp"
 #include "coda/epilogue/math.hpp"
 #include "coda/epilogue/monoids.hpp"
-
-#if defined(__CUDACC__)
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#endif
 
 namespace coda::epilogue {
 
@@ -78,30 +72,4 @@ struct Values2 {
   float first;
   float second;
 };
-
-/// One element of a 16/32-bit float or int32 array, as fp32. The same bits on host and device.
-CODA_HD float load_as_float(const void* data, DType dtype, int64_t index) {
-  switch (dtype) {
-    case DType::f32: return static_cast<const float*>(data)[index];
-    case DType::i32: return float(static_cast<const int32_t*>(data)[index]);
-    case DType::bf16: {
-      const uint32_t bits = uint32_t(static_cast<const uint16_t*>(data)[index]) << 16;
-      float f;
-      memcpy(&f, &bits, 4);
-      return f;
-    }
-    case DType::f16: {
-#if defined(__CUDA_ARCH__)
-      return __half2float(static_cast<const __half*>(data)[index]);
-#else
-      return fp16_bits_to_float(static_cast<const uint16_t*>(data)[index]);
-#endif
-    }
-    default: return 0.0f;  // fp8 inputs are not epilogue operands
-  }
-}
-
-/// int32 element (positions, targets).
-CODA_HD int32_t load_as_int(const void* data, int64_t index) { return static_cast<const int32_t*>(data)[index]; }
-
 }  // namespace coda::epilogue

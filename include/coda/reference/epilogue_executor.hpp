@@ -24,6 +24,11 @@ struct PartShape {
   int64_t cols;
 };
 
+/// Element `index` of a host input (f32, i32, bf16 or f16) as fp32.
+inline float load_input(const void* data, DType dtype, int64_t index) {
+  return float(load_element(dtype, static_cast<const unsigned char*>(data) + index * int64_t(size_of(dtype))));
+}
+
 /// One element written to a host TileOut at (batch, row, col): fp8 outputs are scaled first.
 void store_output(const epilogue::TileOut& out, int32_t batch, int64_t row, int64_t col, float value);
 
@@ -54,20 +59,20 @@ class CpuTile {
   // on the GPU: Rope reads a row's position at a Pair.
   template <class At>
   float load(const epilogue::TileIn& in, const At& x) const {
-    return epilogue::load_as_float(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
+    return load_input(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
   }
   template <class At>
   epilogue::Values2 load_wide(const epilogue::TileIn& in, const At& x) const {
     const int64_t at = x.batch * in.batch_stride + int64_t(x.row) * in.ld + 2 * int64_t(x.col);
-    return {epilogue::load_as_float(in.data, in.dtype, at), epilogue::load_as_float(in.data, in.dtype, at + 1)};
+    return {load_input(in.data, in.dtype, at), load_input(in.data, in.dtype, at + 1)};
   }
   template <class At>
   float load(const epilogue::RowVector& v, const At& x) const {
-    return epilogue::load_as_float(v.data, v.dtype, x.col);
+    return load_input(v.data, v.dtype, x.col);
   }
   template <class At>
   float load(const epilogue::ColumnVector& v, const At& x) const {
-    return epilogue::load_as_float(v.data, v.dtype, x.batch * v.batch_stride + x.row);
+    return load_input(v.data, v.dtype, x.batch * v.batch_stride + x.row);
   }
   float load(const epilogue::Table& table, int64_t i, int64_t j) const { return table.data[i * table.ld + j]; }
 
