@@ -115,8 +115,8 @@ int primitives_benchmark(int, char**) {
     pingpong.tile = GemmTile::pingpong_m128n128;
     const double pingpong_ms = pooled_median_ms([&](int) { gemm(a, b, out, stream, pingpong); }, stream);
     const double default_ms = pooled_median_ms([&](int) { gemm(a, b, out, stream); }, stream);
+    const mainloop::LaunchPlan plan = plan_program(a, b, {}, "coda bench primitives");
     auto row = [&](const char* name, auto program) {
-      const mainloop::LaunchPlan plan = plan_program(a, b, {}, "coda bench primitives");
       const double ms = pooled_median_ms([&](int) { launch_program(plan, program, stream); }, stream);
       std::printf("%-28s %6lld %10.4f %10.4f %10.4f %9.3f %9.3f\n", name, (long long)k, ms, pingpong_ms, default_ms,
                   ms / pingpong_ms, ms / default_ms);
