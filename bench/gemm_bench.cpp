@@ -189,7 +189,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const std
     f << "    {\"group\": \"" << r.shape.group << "\", \"label\": \"" << r.shape.label << "\", \"m\": " << r.shape.m
       << ", \"n\": " << r.shape.n << ", \"k\": " << r.shape.k << ", \"majors\": \"" << majors(r.shape)
       << "\", \"tile\": \"" << name(r.plan.tile) << "\", \"split_k\": " << r.plan.split_k
-      << ", \"stream_k_tiles\": " << r.plan.stream_k_tiles
+      << ", \"stream_k_tiles\": " << r.plan.stream_k_tiles << ", \"ctas\": " << r.plan.ctas
       << ", \"coda_ms\": " << r.ours.median_ms << ", \"cublas_ms\": " << r.cublas.median_ms
       << ", \"coda_tflops\": " << tflops(r.shape, r.ours) << ", \"cublas_tflops\": " << tflops(r.shape, r.cublas)
       << ", \"ratio_cublas_over_coda\": " << r.cublas.median_ms / r.ours.median_ms
