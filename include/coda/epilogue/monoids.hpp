@@ -49,8 +49,10 @@ struct LogSumExp {
   CODA_HD static State combine(State a, State b) {
     const float m = a.max > b.max ? a.max : b.max;
     // The side holding the max scales by exactly 1: no inf - inf when the max is +inf (the
-    // result is +inf, as the reference gives) or -inf (both sides empty).
-    return {m, a.sum * (a.max == m ? 1.0f : expf(a.max - m)) + b.sum * (b.max == m ? 1.0f : expf(b.max - m))};
+    // result is +inf, as the reference gives) or -inf (both sides empty). Both exps are computed
+    // and then selected (see fold).
+    const float scale_a = expf(a.max - m), scale_b = expf(b.max - m);
+    return {m, a.sum * (a.max == m ? 1.0f : scale_a) + b.sum * (b.max == m ? 1.0f : scale_b)};
   }
   CODA_HD static float finish(State s) { return s.max + logf(s.sum); }
   CODA_HD static bool present(State) { return true; }
@@ -61,9 +63,15 @@ struct LogSumExp {
   CODA_HD static State fold(const float (&v)[N]) {
     float m = v[0];
     for (int i = 1; i < N; ++i) m = (v[i] > m || v[i] != v[i]) ? v[i] : m;  // NaN wins, as in combine
-    float sum = 0.0f;
-    for (int i = 0; i < N; ++i) sum += v[i] == m ? 1.0f : expf(v[i] - m);
-    return {m, sum};
+    // Every exp is computed and then selected: with the exp inside the condition the compiler
+    // branches around each one, and a warp then waits out every exp's latency in turn. Four
+    // running sums keep the additions from forming one long dependent chain.
+    float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < N; ++i) {
+      const float e = expf(v[i] - m);
+      sums[i % 4] += v[i] == m ? 1.0f : e;
+    }
+    return {m, (sums[0] + sums[1]) + (sums[2] + sums[3])};
   }
 };
 
