@@ -41,6 +41,7 @@ struct HalfWidthStore {  // SwiGLU's shape of output
 struct TileLoad {
   TileIn in;
   TileOut out;
+  template <class I> __host__ __device__ void tile_inputs(I& i) const { i(in); }
   template <class T> __device__ void operator()(T& t) const {
     t.map([&](Element& x) { x.value += t.load(in, x); });
     t.store(out);

@@ -15,7 +15,10 @@
 //     tile through the primitives of `t` (coda/epilogue/program.hpp lists them all): maps
 //     (t.map, t.map_pairs), loads (t.load of a TileIn, RowVector, ColumnVector or Table), stores
 //     (t.store, t.store_pairs at half width, t.store_wide at double width) and reductions
-//     (t.row_reduce, t.column_reduce, t.reduce with a monoid from coda/epilogue/monoids.hpp).
+//     (t.row_reduce, t.column_reduce, t.reduce with a monoid from coda/epilogue/monoids.hpp);
+//   - if it reads TileIns, a `tile_inputs` member that lists them: the GPU executor fetches them
+//     early and checks them (they must have the operands' 16-bit type there), and the CPU
+//     executor refuses a program that reads a TileIn it does not list.
 //
 // A program sees one part of the output at a time and may only do work local to it: anything
 // global (a row's norm over all N columns, a loss over the vocabulary) becomes per-part partials
@@ -85,6 +88,12 @@ struct AlphaBetaWithAccumulator {
   float x_factor = 0.0f;
   coda::epilogue::TileOut d{};  // D, M x N
   coda::epilogue::TileOut y{};  // Y, M x N
+
+  template <class Inputs>
+  CODA_HD void tile_inputs(Inputs& in) const {
+    in(c);
+    in(x);
+  }
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "coda/core/status.hpp"
+
 namespace coda::ref {
 
 void store_output(const epilogue::TileOut& out, int32_t batch, int64_t row, int64_t col, float value) {
@@ -18,6 +20,14 @@ CpuTile::CpuTile(const Matrix& accumulators, int32_t batch, int64_t tile_m, int6
   values_.resize(std::size_t(rows_ * cols_));
   for (int64_t r = 0; r < rows_; ++r)
     for (int64_t c = 0; c < cols_; ++c) values_[std::size_t(r * cols_ + c)] = float(accumulators(row0_ + r, col0_ + c));
+}
+
+void CpuTile::check_listed(const epilogue::TileIn& in) const {
+  for (const void* listed : listed_inputs_)
+    if (listed == in.data) return;
+  throw InvalidArgument(
+      "epilogue program: t.load reads a TileIn that the program's tile_inputs() does not list (program.hpp); "
+      "the GPU executor validates and prefetches only listed inputs");
 }
 
 }  // namespace coda::ref

@@ -14,6 +14,8 @@
 #include <limits>
 #include <utility>
 
+#include "coda/core/status.hpp"
+#include "coda/epilogue/host_arguments.hpp"
 #include "coda/reference/cross_entropy.hpp"
 #include "coda/reference/epilogues.hpp"
 #include "coda/reference/reductions.hpp"
@@ -205,6 +207,12 @@ struct CopyOperands {
   epilogue::TileOut in_copy, wide_copy, row_copy, column_copy, index_copy, table_copy;
   epilogue::TileOut at_pairs;  // column value at the first of each pair, in + row at the second
 
+  template <class Inputs>
+  void tile_inputs(Inputs& list) const {
+    list(in);
+    list(wide);
+  }
+
   template <class Tile>
   void operator()(Tile& t) const {
     t.store(in_copy, [&](const Element& x) { return t.load(in, x); });
@@ -384,6 +392,68 @@ ReducedReference reference_of(const std::vector<ref::Matrix>& values, ref::PartS
 
 // A whole part sums up to 32768 terms in fp32: its error is judged against the sum of the terms'
 // magnitudes.
+// A program must list the tile inputs it reads (the GPU executor validates and prefetches only
+// those): the CPU executor refuses one that reads another, naming the rule.
+struct ReadsAnUnlistedInput {
+  epilogue::TileIn listed, unlisted;
+  epilogue::TileOut out;
+
+  template <class Inputs>
+  void tile_inputs(Inputs& list) const { list(listed); }
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.store(out, [&](const Element& x) { return t.load(listed, x) + t.load(unlisted, x); });
+  }
+};
+
+TEST_P(EpilogueExecutor, RefusesATileInputTheProgramDoesNotList) {
+  const auto acc = random_accumulators(kShape);
+  const HostTensor a = random_input(DType::bf16, kShape.rows, kShape.cols, kShape.batch),
+                   b = random_input(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
+  HostTensor out = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
+  const ReadsAnUnlistedInput reads_both{.listed = tile_in(a), .unlisted = tile_in(b), .out = tile_out(out)};
+  try {
+    run_batches(reads_both, acc, part());
+    FAIL() << "no error";
+  } catch (const coda::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("tile_inputs()"), std::string::npos) << e.what();
+  }
+  // Listing both makes it valid: the same inputs, now read.
+  const ReadsAnUnlistedInput reads_listed{.listed = tile_in(a), .unlisted = tile_in(a), .out = tile_out(out)};
+  EXPECT_NO_THROW(run_batches(reads_listed, acc, part()));
+}
+
+// launch_program's rule for the tile inputs a program lists (the GPU executor reads them as
+// the operands' 16-bit type, column pairs as aligned 32-bit words), each rule named.
+TEST(TileInputsOnTheGpu, EachRuleIsCheckedAndNamed) {
+  alignas(16) static uint16_t storage[64];
+  auto refused = [](const ReadsAnUnlistedInput& program, const char* rule) {
+    try {
+      epilogue::check_tile_inputs(program, DType::bf16, "coda::launch_program");
+      ADD_FAILURE() << "accepted; expected: " << rule;
+    } catch (const coda::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("tile input 0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  };
+  const epilogue::TileIn good{.data = storage, .dtype = DType::bf16, .ld = 8, .batch_stride = 32};
+  EXPECT_NO_THROW(epilogue::check_tile_inputs(ReadsAnUnlistedInput{.listed = good}, DType::bf16, "f"));
+  EXPECT_NO_THROW(epilogue::check_tile_inputs(ReadsAnUnlistedInput{}, DType::bf16, "f"));  // absent: not read
+  epilogue::TileIn wrong = good;
+  wrong.dtype = DType::f32;
+  refused(ReadsAnUnlistedInput{.listed = wrong}, "operands' type bf16");
+  wrong = good;
+  wrong.data = reinterpret_cast<const uint8_t*>(storage) + 2;
+  refused(ReadsAnUnlistedInput{.listed = wrong}, "4-byte aligned");
+  wrong = good;
+  wrong.ld = 7;
+  refused(ReadsAnUnlistedInput{.listed = wrong}, "even row stride");
+  wrong = good;
+  wrong.batch_stride = 33;
+  refused(ReadsAnUnlistedInput{.listed = wrong}, "even row stride and batch stride");
+}
+
 TEST_P(EpilogueExecutor, SumReductions) {
   const auto acc = random_accumulators(kShape);
   const auto values = fp32_values(acc);

@@ -21,7 +21,7 @@
 namespace coda::epilogue {
 
 /// An M x N (x batch) input read at an element's position: the residual stream, a saved
-/// activation. `width_scale` 2 makes it M x 2N, read by pairs (wide_load, for SwiGLU backward).
+/// activation (or an M x 2N one, read by pairs with t.load_wide).
 struct TileIn {
   const void* data = nullptr;
   DType dtype = DType::bf16;

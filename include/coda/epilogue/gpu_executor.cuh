@@ -9,7 +9,12 @@
 // threads in the wgmma accumulator layout, epilogue_seam.cuh):
 //   map, map_pairs       unrolled over the thread's fragment; pairs are values 2j, 2j+1 (adjacent
 //                        columns of one row), so they need no data exchange
-//   loads                direct read-only global loads, one per element visited, without a
+//   tile loads           every TileIn is of the kernel's 16-bit type (launch_program checks the
+//                        ones tile_inputs() lists, and the CPU executor that a program lists all
+//                        it reads): one read-only 32-bit load per pair of adjacent columns, at
+//                        the thread's first word plus a compile-time offset; the tile's rows are
+//                        prefetched into L2 when its MMAs start (PrefetchTileInputs)
+//   vector loads         direct read-only global loads, one per element visited, without a
 //                        branch on the element type, so that an unrolled map issues them all
 //                        before the first value is needed
 //   row_reduce           fold over the thread's values of a row, then two quad shuffles (the four
@@ -168,14 +173,21 @@ class GpuTile {
   }
 
   // ---- 2 and 3. loads
+  // Tile inputs hold `Out` (16-bit) values with even ld and batch stride (launch_program checks),
+  // so an element pair (2j, 2j + 1) is one aligned 32-bit word. Each word is addressed as the
+  // thread's first word plus (rows below it) * ld / 2 + (columns right of it) / 2: once a map is
+  // unrolled those distances are constants, so both elements of a pair read the same word (one
+  // load) and the column part folds into the load's immediate offset.
   template <class At>
   __device__ float load(const TileIn& in, const At& x) const {
-    return detail::load_element(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
+    const int32_t dc = x.col - col(0);
+    const uint32_t word = tile_word(in, x.batch, x.row - row(0, 0), dc, col(0));
+    return half_of(word, dc % 2);
   }
   template <class At>
-  __device__ Values2 load_wide(const TileIn& in, const At& x) const {
-    const int64_t at = x.batch * in.batch_stride + int64_t(x.row) * in.ld + 2 * int64_t(x.col);
-    return {detail::load_element(in.data, in.dtype, at), detail::load_element(in.data, in.dtype, at + 1)};
+  __device__ Values2 load_wide(const TileIn& in, const At& x) const {  // columns 2 x.col, 2 x.col + 1
+    const uint32_t word = tile_word(in, x.batch, x.row - row(0, 0), 2 * (x.col - col(0)), 2 * col(0));
+    return {half_of(word, 0), half_of(word, 1)};
   }
   template <class At>
   __device__ float load(const RowVector& v, const At& x) const { return detail::load_element(v.data, v.dtype, x.col); }
@@ -295,6 +307,19 @@ class GpuTile {
 
  private:
   enum class Width { full, half, wide };  // output columns per accumulator column: 1, 1/2, 2
+
+  // The 32-bit word of a 16-bit tile input holding column first_col + dc of row row(0, 0) + dr
+  // (first_col, ld and the batch stride are even; dr and dc are constants in an unrolled map).
+  __device__ uint32_t tile_word(const TileIn& in, int32_t batch, int32_t dr, int32_t dc, int32_t first_col) const {
+    const int64_t first_word = (batch * in.batch_stride + int64_t(row(0, 0)) * in.ld + first_col) >> 1;
+    return __ldg(static_cast<const uint32_t*>(in.data) + first_word + dr * (in.ld >> 1) + (dc >> 1));
+  }
+  // The low (even column) or high (odd column) 16-bit value of a word, as fp32.
+  __device__ static float half_of(uint32_t word, int high) {
+    static_assert(Out == DType::bf16 || Out == DType::f16, "program kernels compute in bf16 or f16");
+    if constexpr (Out == DType::bf16) return __uint_as_float(high ? word & 0xffff0000u : word << 16);
+    else return __half2float(__ushort_as_half(uint16_t(high ? word >> 16 : word & 0xffffu)));
+  }
 
   __device__ int32_t row(int b, int i) const { return t_.row0 + Acc::row(b, i, t_.thread); }
   __device__ int32_t col(int i) const { return t_.col0 + Acc::col(i, t_.thread); }
@@ -421,6 +446,29 @@ class GpuTile {
   int32_t cols_left_;  // columns of the problem from this thread's first column on
 };
 
+/// The `tile_inputs` visitor of the GPU executor: asks for one part's rows of each listed TileIn to
+/// be brought into L2 (bulk prefetch, a TMA-unit operation needing neither shared memory nor a
+/// tensor map), one row per thread. Issued as the part's MMAs begin, it lets the epilogue's loads
+/// hit L2 instead of waiting on DRAM a few times per part.
+template <int Rows, int Cols>
+struct PrefetchTileInputs {
+  const mainloop::TileCoordinates& t;
+
+  __device__ void operator()(const TileIn& in) const {
+    if (in.data == nullptr) return;
+    const int64_t element_bytes = int64_t(size_of(in.dtype));
+    const int32_t cols = min(Cols, t.problem_n - t.col0);
+    for (int r = t.thread; r < Rows && t.row0 + r < t.problem_m; r += 128) {
+      const uintptr_t first = reinterpret_cast<uintptr_t>(in.data) +
+                              uintptr_t((t.batch * in.batch_stride + int64_t(t.row0 + r) * in.ld + t.col0) * element_bytes);
+      // Whole 16-byte blocks (the instruction's granule) covering the row's bytes: every block
+      // holds at least one byte of the row, so it lies in a mapped page.
+      const uintptr_t begin = first & ~uintptr_t(15), end = (first + uintptr_t(cols * element_bytes) + 15) & ~uintptr_t(15);
+      sm90::bulk_prefetch_l2(reinterpret_cast<const void*>(begin), uint32_t(end - begin));
+    }
+  }
+};
+
 /// The mainloop Epilogue that runs `Program` (whose descriptors are the kernel's epilogue
 /// parameters) on every consumer warpgroup's part of every tile; every TileOut is written as `Out`.
 template <class Program, int Buffers, DType Out>
@@ -433,6 +481,12 @@ struct ProgramEpilogue {
 
   template <class Acc>
   struct Pending {};  // programs run whole in prepare(): nothing is held back
+
+  template <class Acc>
+  __device__ void begin(const Params& program, SharedStorage&, const mainloop::TileCoordinates& t) {
+    PrefetchTileInputs<Acc::kRows, Acc::kCols> prefetch{t};
+    if constexpr (requires { program.tile_inputs(prefetch); }) program.tile_inputs(prefetch);
+  }
 
   template <class Acc>
   __device__ void prepare(const Params& program, SharedStorage& s, Acc& acc, const mainloop::TileCoordinates& t,

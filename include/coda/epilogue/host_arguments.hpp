@@ -7,7 +7,11 @@
 //   program.row_scale = coda::epilogue::column_vector(rstd_view, "rstd");
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "coda/core/tensor.hpp"
+#include "coda/core/validate.hpp"
 #include "coda/epilogue/arguments.hpp"
 
 namespace coda::epilogue {
@@ -29,5 +33,24 @@ Partials column_partials(const TensorView& view, const char* argument);
 Partials per_row(const TensorView& view, const char* argument);
 /// An fp32 table, rows x columns.
 Table table(const TensorView& view, const char* argument);
+
+/// The GPU executor reads tile inputs as the operands' 16-bit type, a pair of adjacent columns
+/// per aligned 32-bit word (gpu_executor.cuh): check every input the program lists.
+template <class Program>
+void check_tile_inputs(const Program& program, DType operands, const char* function) {
+  ArgumentCheck check(function);
+  int index = 0;
+  auto visit = [&](const epilogue::TileIn& in) {
+    const std::string argument = "tile input " + std::to_string(index++) + " (tile_inputs())";
+    if (in.data == nullptr) return;
+    check.require(in.dtype == operands, argument,
+                  coda::detail::concat("must have the operands' type ", name(operands), " on the GPU, not ", name(in.dtype)))
+        .require(reinterpret_cast<uintptr_t>(in.data) % 4 == 0, argument, "must be 4-byte aligned")
+        .require(in.ld % 2 == 0 && in.batch_stride % 2 == 0, argument,
+                 "must have an even row stride and batch stride (pairs of columns are read as 32-bit words)");
+  };
+  if constexpr (requires { program.tile_inputs(visit); }) program.tile_inputs(visit);
+  check.throw_if_error();
+}
 
 }  // namespace coda::epilogue

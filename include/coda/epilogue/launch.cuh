@@ -13,6 +13,7 @@
 
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/gpu_executor.cuh"
+#include "coda/epilogue/host_arguments.hpp"
 #include "coda/epilogue/parts.hpp"
 #include "coda/gemm/launch.cuh"
 
@@ -36,6 +37,7 @@ inline mainloop::LaunchPlan plan_program(const GemmOperand& a, const GemmOperand
 /// Launch a planned GEMM whose epilogue is `program`.
 template <class Program>
 void launch_program(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream) {
+  epilogue::check_tile_inputs(program, plan.input, "coda::launch_program");
   using Config = mainloop::TilePingPongM128N128;
   static_assert(Config::kWarpgroupM == epilogue::kPartRows && Config::kWarpgroupN == epilogue::kPartCols);
   if (plan.input == DType::bf16)

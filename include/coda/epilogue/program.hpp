@@ -38,6 +38,12 @@
 //  5. stateful transforms: a monoid's State carries state across the part (online max/sum-exp,
 //     pick-one); executors fold it across threads, warps and subtiles as they see fit.
 //
+// A program that reads tile inputs lists them in an optional `tile_inputs`, so that the GPU
+// executor can have them fetched into L2 while the part's MMAs run (the CPU executor ignores it):
+//
+//   template <class Inputs>
+//   CODA_HD void tile_inputs(Inputs& in) const { in(residual); }   // each TileIn read by t.load
+//
 // Rules: operations run in program order; a map changes the values later primitives see. Only
 // elements inside the problem (row < M, col < N) are visited. Programs may not depend on the
 // order in which elements are visited, only on their (row, col).

@@ -289,6 +289,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
           turn_phase ^= 1;
         }
       }
+      coords.row0 = unit.tile_m * Config::kBlockM + part_row;
+      coords.col0 = unit.tile_n * Config::kBlockN + part_col;
+      coords.batch = unit.batch;
+      coords.tile_m = unit.tile_m;
+      coords.tile_n = unit.tile_n;
+      epilogue.template begin<Acc>(p.epilogue, s.epilogue, coords);
       Acc acc;
       int previous = -1;
       for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
@@ -324,15 +330,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       for (int block = 0; block < Acc::kBlocks; ++block) sm90::accumulators_fence(acc.value[block]);
       release_slot<Config>(&s.empty[previous], lane);
 
-      coords.row0 = unit.tile_m * Config::kBlockM + part_row;
-      coords.col0 = unit.tile_n * Config::kBlockN + part_col;
       if (unit.segments > 1 &&
           !combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival, p.m - coords.row0, consumer,
                                     thread))
         continue;
-      coords.batch = unit.batch;
-      coords.tile_m = unit.tile_m;
-      coords.tile_n = unit.tile_n;
       // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
       while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
       epilogue.prepare(p.epilogue, s.epilogue, acc, coords, pending);

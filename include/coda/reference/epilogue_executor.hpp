@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "coda/epilogue/program.hpp"
@@ -59,10 +60,12 @@ class CpuTile {
   // on the GPU: Rope reads a row's position at a Pair.
   template <class At>
   float load(const epilogue::TileIn& in, const At& x) const {
+    check_listed(in);
     return load_input(in.data, in.dtype, x.batch * in.batch_stride + int64_t(x.row) * in.ld + x.col);
   }
   template <class At>
   epilogue::Values2 load_wide(const epilogue::TileIn& in, const At& x) const {
+    check_listed(in);
     const int64_t at = x.batch * in.batch_stride + int64_t(x.row) * in.ld + 2 * int64_t(x.col);
     return {load_input(in.data, in.dtype, at), load_input(in.data, in.dtype, at + 1)};
   }
@@ -127,7 +130,12 @@ class CpuTile {
     if (Monoid::present(s)) partial(out, tile_m_, tile_n_) = Monoid::finish(s);
   }
 
+  /// The tile inputs the program lists in tile_inputs() (program.hpp): the GPU executor validates
+  /// and reads only those, so reading any other is an error in the program, caught here in CI.
+  void list_inputs(std::vector<const void*> listed) { listed_inputs_ = std::move(listed); }
+
  private:
+  void check_listed(const epilogue::TileIn& in) const;
   float& value(int64_t r, int64_t c) { return values_[std::size_t(r * cols_ + c)]; }
   int32_t row(int64_t r) const { return int32_t(row0_ + r); }
   int32_t col(int64_t c) const { return int32_t(col0_ + c); }
@@ -136,6 +144,7 @@ class CpuTile {
   }
 
   std::vector<float> values_;
+  std::vector<const void*> listed_inputs_;
   int32_t batch_;
   int64_t tile_m_, tile_n_, row0_, col0_, rows_, cols_;
 };
@@ -144,9 +153,13 @@ class CpuTile {
 /// fp32 first (what the GPU's accumulators hold).
 template <class Program>
 void run_epilogue(const Program& program, const Matrix& accumulators, int32_t batch, PartShape part) {
+  std::vector<const void*> listed;
+  auto list = [&](const epilogue::TileIn& in) { listed.push_back(in.data); };
+  if constexpr (requires { program.tile_inputs(list); }) program.tile_inputs(list);
   for (int64_t tm = 0; tm * part.rows < accumulators.rows; ++tm)
     for (int64_t tn = 0; tn * part.cols < accumulators.cols; ++tn) {
       CpuTile tile(accumulators, batch, tm, tn, part);
+      tile.list_inputs(listed);
       program(tile);
     }
 }

@@ -19,6 +19,9 @@ struct ResidualRmsNorm {
   RowVector weight{};      // g, N
   TileOut out{};           // U, M x N
 
+  template <class Inputs>
+  CODA_HD void tile_inputs(Inputs& in) const { in(residual); }
+
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     t.map([&](Element& x) { x.value += t.load(residual, x); });

@@ -56,6 +56,12 @@ struct LinearCombination {
   Partials amax{};           // optional: max |D| per part (before an fp8 output's scale)
   TileOut out{};
 
+  template <class Inputs>
+  CODA_HD void tile_inputs(Inputs& in) const {
+    if (!beta.zero()) in(source);
+    if (!gamma.zero()) in(second_source);
+  }
+
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     t.map([&](Element& x) {
@@ -79,6 +85,9 @@ struct ActivationBackward {
   TileOut out{};            // dX, M x N
   Partials bias_gradient{}; // optional: column sums (per-column bias) or row sums (per-row bias) of dX
   bool bias_per_row = false;
+
+  template <class Inputs>
+  CODA_HD void tile_inputs(Inputs& in) const { in(pre_activation); }
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
