@@ -11,7 +11,7 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
+#include <span>
 #include <vector>
 
 #include "coda/epilogue/program.hpp"
@@ -132,7 +132,7 @@ class CpuTile {
 
   /// The tile inputs the program lists in tile_inputs() (program.hpp): the GPU executor validates
   /// and reads only those, so reading any other is an error in the program, caught here in CI.
-  void list_inputs(std::vector<const void*> listed) { listed_inputs_ = std::move(listed); }
+  void list_inputs(std::span<const void* const> listed) { listed_inputs_ = listed; }
 
  private:
   void check_listed(const epilogue::TileIn& in) const;
@@ -144,7 +144,7 @@ class CpuTile {
   }
 
   std::vector<float> values_;
-  std::vector<const void*> listed_inputs_;
+  std::span<const void* const> listed_inputs_;  // run_epilogue's list, shared by every part
   int32_t batch_;
   int64_t tile_m_, tile_n_, row0_, col0_, rows_, cols_;
 };
