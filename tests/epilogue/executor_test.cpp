@@ -390,8 +390,6 @@ ReducedReference reference_of(const std::vector<ref::Matrix>& values, ref::PartS
   return out;
 }
 
-// A whole part sums up to 32768 terms in fp32: its error is judged against the sum of the terms'
-// magnitudes.
 // A program must list the tile inputs it reads (the GPU executor validates and prefetches only
 // those): the CPU executor refuses one that reads another, naming the rule.
 struct ReadsAnUnlistedInput {
@@ -419,7 +417,7 @@ TEST_P(EpilogueExecutor, RefusesATileInputTheProgramDoesNotList) {
   } catch (const coda::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("tile_inputs()"), std::string::npos) << e.what();
   }
-  // Listing both makes it valid: the same inputs, now read.
+  // The same program reading the listed input twice is valid.
   const ReadsAnUnlistedInput reads_listed{.listed = tile_in(a), .unlisted = tile_in(a), .out = tile_out(out)};
   EXPECT_NO_THROW(run_batches(reads_listed, acc, part()));
 }
@@ -454,6 +452,8 @@ TEST(TileInputsOnTheGpu, EachRuleIsCheckedAndNamed) {
   refused(ReadsAnUnlistedInput{.listed = wrong}, "even row stride and batch stride");
 }
 
+// A whole part sums up to 32768 terms in fp32: its error is judged against the sum of the terms'
+// magnitudes.
 TEST_P(EpilogueExecutor, SumReductions) {
   const auto acc = random_accumulators(kShape);
   const auto values = fp32_values(acc);

@@ -38,8 +38,9 @@
 //  5. stateful transforms: a monoid's State carries state across the part (online max/sum-exp,
 //     pick-one); executors fold it across threads, warps and subtiles as they see fit.
 //
-// A program that reads tile inputs lists them in an optional `tile_inputs`, so that the GPU
-// executor can have them fetched into L2 while the part's MMAs run (the CPU executor ignores it):
+// A program that reads tile inputs lists them in `tile_inputs`: the GPU executor has them fetched
+// into L2 while the part's MMAs run and launch_program checks them; the CPU executor refuses a
+// program that reads a TileIn it does not list:
 //
 //   template <class Inputs>
 //   CODA_HD void tile_inputs(Inputs& in) const { in(residual); }   // each TileIn read by t.load
