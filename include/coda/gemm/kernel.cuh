@@ -104,16 +104,24 @@ __device__ __forceinline__ void load_operand(uint8_t* tile, const CUtensorMap* m
 // ---------------------------------------------------------------------------------------------
 // Consumer: wgmma over one slot.
 
+/// The descriptor of rows [first_row, first_row + 64 ...) of the operand tile at shared address
+/// `tile`, at its first 16 K.
 template <Major OperandMajor>
-__device__ __forceinline__ uint64_t operand_descriptor(const uint8_t* tile, int first_row, int k16) {
+__device__ __forceinline__ uint64_t operand_descriptor(uint32_t tile, int first_row) {
   // Both layouts put 64 rows (of K or of M/N) in 64 x 128 = 8192 contiguous bytes, so a
   // warpgroup's part starting at row r begins r * 128 bytes into the tile either way.
-  const uint32_t start = sm90::shared_address(tile) + uint32_t(first_row) * 128;
-  if constexpr (OperandMajor == Major::k)
-    return sm90::make_sw128_descriptor(start + k16 * 32, 16, 1024);  // 16 K values = 32 bytes
-  else
-    return sm90::make_sw128_descriptor(start + k16 * 2048, 64 * 128, 1024);  // 16 k-rows of 128 bytes
+  const uint32_t start = tile + uint32_t(first_row) * 128;
+  if constexpr (OperandMajor == Major::k) return sm90::make_sw128_descriptor(start, 16, 1024);
+  else return sm90::make_sw128_descriptor(start, 64 * 128, 1024);
 }
+
+/// How far the start address moves, in the descriptor's 16-byte units, from one 16-K step to the
+/// next: 16 K values = 32 bytes (K-major), 16 k-rows of 128 bytes (MN-major). 64-row blocks move
+/// it by a constant too, so the MMA loop encodes one descriptor per slot and operand and adds
+/// constants to it (sm90::advance_descriptor) instead of encoding one per wgmma.
+template <Major OperandMajor>
+constexpr uint32_t kDescriptorK16Step = OperandMajor == Major::k ? 32 / 16 : 2048 / 16;
+constexpr uint32_t kDescriptorRowStep = 128 / 16;  // one row (of either layout) = 128 bytes
 
 template <class Element, Major AMajor, Major BMajor, int Cols, int Values>
 __device__ __forceinline__ void mma_k16(float (&acc)[Values], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
@@ -127,7 +135,7 @@ __device__ __forceinline__ void mma_k16(float (&acc)[Values], uint64_t desc_a, u
 /// Tell every CTA of the cluster that this warp is done with `slot` (each consumer warp arrives
 /// after its own wgmma.wait, so the count never depends on cross-warp completion order).
 template <class Config>
-__device__ __forceinline__ void release_slot(uint64_t* empty, int lane) {
+__device__ __forceinline__ void release_slot(uint32_t empty, int lane) {
   if constexpr (Config::kClusterSize == 1) {
     if (lane == 0) sm90::arrive(empty);
   } else {
@@ -200,10 +208,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
   constexpr uint32_t kStageBytes = uint32_t(Storage::kBytesA + Storage::kBytesB);
 
   extern __shared__ uint8_t shared_raw[];
-  Storage& s = *reinterpret_cast<Storage*>((reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t(1023));
+  // Aligned by an offset computed in the shared window, so `s` stays a pointer into __shared__:
+  // every address taken in it is one shared address plus a constant, not a generic address
+  // rebuilt from the window base (which the MMA loop would redo per K block).
+  Storage& s = *reinterpret_cast<Storage*>(shared_raw + ((1024u - (sm90::shared_address(shared_raw) & 1023u)) & 1023u));
 
-  const int warpgroup = int(threadIdx.x) / 128;
-  const int thread = int(threadIdx.x) % 128;
+  // Broadcast from lane 0 so the compiler knows the warpgroup is uniform across the warp.
+  const int warpgroup = int(threadIdx.x / 128u);
+  const int thread = int(threadIdx.x % 128u);
   const uint32_t cta_rank = Config::kClusterSize > 1 ? sm90::cluster_cta_rank() : 0;
 
   if (threadIdx.x == 0) {
@@ -254,9 +266,20 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
     // ---- consumers ----
     sm90::setmaxnreg_increase<kConsumerRegisters>();
     const int consumer = warpgroup - 1;
-    const int lane = thread % 32;
+    const int lane = int(threadIdx.x % 32u);
     const int part_row = Config::kPingPong ? 0 : (consumer / Config::kConsumerCols) * Config::kWarpgroupM;
     const int part_col = Config::kPingPong ? 0 : (consumer % Config::kConsumerCols) * Config::kWarpgroupN;
+    // The ring's shared addresses, computed once and kept in registers. In a cluster launch a
+    // shared::cta address carries the CTA's id (S2UR SR_CgaCtaId, a slow special register), and
+    // left to itself the compiler re-derived it in every K block: 13% of the mainloop's stall
+    // samples (ncu, cross-entropy kernel). The empty asm makes the base opaque, so it stays put.
+    uint32_t storage = sm90::shared_address(&s);
+    asm volatile("" : "+r"(storage));
+    const auto offset_of = [&](const void* member) {
+      return uint32_t(static_cast<const uint8_t*>(member) - reinterpret_cast<const uint8_t*>(&s));
+    };
+    const uint32_t full_barriers = storage + offset_of(s.full), empty_barriers = storage + offset_of(s.empty);
+    const uint32_t tiles_a = storage + offset_of(s.a), tiles_b = storage + offset_of(s.b);
     Epilogue epilogue;
     TileCoordinates coords{};
     coords.consumer = consumer;
@@ -298,14 +321,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       Acc acc;
       int previous = -1;
       for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
-        sm90::wait(&s.full[stage], phase);
+        sm90::wait(full_barriers + 8 * stage, phase);
         sm90::wgmma_fence();
+        const uint64_t slot_a = operand_descriptor<AMajor>(tiles_a + stage * Storage::kBytesA, part_row);
+        const uint64_t slot_b = operand_descriptor<BMajor>(tiles_b + stage * Storage::kBytesB, part_col);
 #pragma unroll
         for (int k16 = 0; k16 < Config::kBlockK / 16; ++k16) {
-          const uint64_t desc_b = operand_descriptor<BMajor>(s.b[stage], part_col, k16);
+          const uint64_t desc_b = sm90::advance_descriptor(slot_b, k16 * kDescriptorK16Step<BMajor>);
 #pragma unroll
           for (int block = 0; block < Acc::kBlocks; ++block) {
-            const uint64_t desc_a = operand_descriptor<AMajor>(s.a[stage], part_row + 64 * block, k16);
+            const uint64_t desc_a = sm90::advance_descriptor(
+                slot_a, (64 * block) * kDescriptorRowStep + k16 * kDescriptorK16Step<AMajor>);
             mma_k16<Element, AMajor, BMajor, Config::kWarpgroupN>(acc.value[block], desc_a, desc_b,
                                                                   kb > unit.k_block_begin || k16 > 0);
           }
@@ -315,7 +341,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
         if (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
         // Keep one group in flight: once the previous one retires, its slot can be refilled.
         sm90::wgmma_wait<1>();
-        if (previous >= 0) release_slot<Config>(&s.empty[previous], lane);
+        if (previous >= 0) release_slot<Config>(empty_barriers + 8 * previous, lane);
         previous = stage;
         if (++stage == kStages) {
           stage = 0;
@@ -328,7 +354,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       sm90::wgmma_wait<0>();
 #pragma unroll
       for (int block = 0; block < Acc::kBlocks; ++block) sm90::accumulators_fence(acc.value[block]);
-      release_slot<Config>(&s.empty[previous], lane);
+      release_slot<Config>(empty_barriers + 8 * previous, lane);
 
       if (unit.segments > 1 &&
           !combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival, p.m - coords.row0, consumer,

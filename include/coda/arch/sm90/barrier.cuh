@@ -39,23 +39,33 @@ __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t byte
 /// semantics on purpose: the slot's readers are wgmma operations already retired by
 /// wgmma.wait_group, so no memory ordering is owed to the peer, and .release.cluster would
 /// cost a GPU-scope MEMBAR before every arrive (seen in the SASS).
-__device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
+/// (Barriers may also be named by their 32-bit shared address, for loops that keep the address in
+/// a register rather than have the compiler rebuild it: see kernel.cuh.)
+__device__ __forceinline__ void arrive_cluster(uint32_t bar, uint32_t cta_rank) {
   uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(bar)), "r"(cta_rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta_rank));
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
+__device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t cta_rank) { arrive_cluster(shared_address(bar), cta_rank); }
 
-/// Arrive once on a barrier of this CTA.
-__device__ __forceinline__ void arrive(uint64_t* bar) {
-  ptx::mbarrier_arrive(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar);
+/// Arrive once on a barrier of this CTA (release semantics at CTA scope, the default).
+__device__ __forceinline__ void arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+__device__ __forceinline__ void arrive(uint64_t* bar) { arrive(shared_address(bar)); }
 
 /// Block until the phase with parity `phase` has completed. try_wait suspends the thread in
 /// hardware for a while before returning false, so the loop does not spin hot.
-__device__ __forceinline__ void wait(uint64_t* bar, uint32_t phase) {
-  while (!ptx::mbarrier_try_wait_parity(bar, phase)) {
-  }
+__device__ __forceinline__ void wait(uint32_t bar, uint32_t phase) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(phase)
+        : "memory");
 }
+__device__ __forceinline__ void wait(uint64_t* bar, uint32_t phase) { wait(shared_address(bar), phase); }
 
 /// bar.sync on hardware barrier `id` (1..15; 0 is __syncthreads) among `threads` threads, a
 /// multiple of 32. Lets one warpgroup synchronise without stopping the others.

@@ -37,6 +37,13 @@ __device__ __forceinline__ uint64_t make_sw128_descriptor(uint32_t smem_address,
   return desc;
 }
 
+/// `desc` with its start address moved by `units` 16-byte units. The start address is the low
+/// field (bits 0-13) and shared addresses stay below 256 KB, so the sum never carries out of it:
+/// a 32-bit add on the low word, the high word kept as is (a 64-bit add would carry-chain).
+__device__ __forceinline__ uint64_t advance_descriptor(uint64_t desc, uint32_t units) {
+  return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + units);
+}
+
 /// wgmma.fence: order earlier register writes to the accumulators (and the shared-memory
 /// operands) before the next wgmma.mma_async reads them.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
