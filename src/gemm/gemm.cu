@@ -204,7 +204,9 @@ Plan make_plan(const Problem& p, const GemmOptions& options) {
   if (options.split_k > 1) {
     ArgumentCheck check("coda::gemm");
     check.require(options.split_k <= k_blocks, "options.split_k",
-                  concat("is ", options.split_k, " but K = ", p.k, " has only ", k_blocks, " blocks of 64"));
+                  concat("is ", options.split_k, " but K = ", p.k, " has only ", k_blocks, " blocks of 64"))
+        .require(options.split_k * k_blocks < INT32_MAX, "options.split_k",
+                 concat("is ", options.split_k, ": splits x K blocks (", k_blocks, ") must stay below 2^31"));
     check.throw_if_error();
     out.split_k = options.split_k;
   } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {

@@ -61,10 +61,9 @@ class WorkList {
   // The schedule is passed to every call rather than kept, and the cluster's index and count
   // are read from blockIdx and gridDim when needed: the consumers have no registers to spare.
   __device__ explicit WorkList(const ScheduleParams& s) : next_(cluster()) {
-    if (s.stream_k_tiles > 0) {  // the host keeps stream_k_tiles * k_blocks below 2^31
-      const int64_t iterations = int64_t(s.stream_k_tiles) * s.k_blocks;
-      stream_k_position_ = int32_t(iterations * cluster() / clusters());
-      stream_k_end_ = int32_t(iterations * (cluster() + 1) / clusters());
+    if (s.stream_k_tiles > 0) {
+      stream_k_position_ = range_start(s, cluster());
+      stream_k_end_ = range_start(s, cluster() + 1);
     }
   }
 
@@ -76,9 +75,10 @@ class WorkList {
       next_ += clusters();
       const int32_t split = unit % s_.splits;
       place(s_, w, unit / s_.splits, cta_rank);
-      // Splits share the K blocks as evenly as integers allow; each gets at least one.
-      w.k_block_begin = int32_t(int64_t(s_.k_blocks) * split / s_.splits);
-      w.k_block_end = int32_t(int64_t(s_.k_blocks) * (split + 1) / s_.splits);
+      // Splits share the K blocks as evenly as integers allow; each gets at least one. (The host
+      // keeps k_blocks * splits below 2^31: 32-bit products, no 64-bit division routine.)
+      w.k_block_begin = s_.k_blocks * split / s_.splits;
+      w.k_block_end = s_.k_blocks * (split + 1) / s_.splits;
       w.segment = split;
       w.segments = s_.splits;
       w.counter = cta_tile_index(s_, w, cta_rank);
@@ -100,11 +100,22 @@ class WorkList {
   }
 
  private:
-  // The cluster whose iteration range holds stream-K iteration x: the largest c with
-  // floor(c * I / C) <= x, that is floor(((x + 1) * C - 1) / I).
+  // Stream-K: cluster c's range of the I = stream_k_tiles * k_blocks iterations (I < 2^31, kept so
+  // by the host) starts at floor(c I / C). In 32 bits, with I = q C + r: c q + floor(c r / C).
+  // (A 64-bit division is a called routine whose saved registers go to local memory.)
+  __device__ static int32_t range_start(const ScheduleParams& s_, int32_t c) {
+    const int32_t iterations = s_.stream_k_tiles * s_.k_blocks, count = clusters();
+    return c * (iterations / count) + c * (iterations % count) / count;
+  }
+  // The cluster whose range holds iteration x: the largest c < C with range_start(c) <= x. A float
+  // estimate starts the search next to it (a step or two away; more only with fewer iterations
+  // than clusters, where ranges are empty); the walks make it exact.
   __device__ static int32_t owner_of(const ScheduleParams& s_, int32_t x) {
-    const int64_t iterations = int64_t(s_.stream_k_tiles) * s_.k_blocks;
-    return int32_t((int64_t(x + 1) * clusters() - 1) / iterations);
+    const int32_t iterations = s_.stream_k_tiles * s_.k_blocks, count = clusters();
+    int32_t c = min(count - 1, int32_t(float(x) * float(count) / float(iterations)));
+    while (c + 1 < count && range_start(s_, c + 1) <= x) ++c;
+    while (c > 0 && range_start(s_, c) > x) --c;
+    return c;
   }
 
   __device__ static int32_t cluster() { return int32_t(blockIdx.x) / kClusterSize; }
