@@ -6,6 +6,8 @@
 namespace coda::epilogue {
 namespace {
 
+using detail::concat;
+
 constexpr const char* kFunction = "coda epilogue argument";
 
 void check_tile(const TensorView& v, const char* argument, std::initializer_list<DType> types) {
@@ -71,7 +73,12 @@ Partials per_row(const TensorView& v, const char* argument) {
 
 Table table(const TensorView& v, const char* argument) {
   check_tile(v, argument, {DType::f32});
-  return {static_cast<const float*>(v.data), v.ld(), v.rows()};
+  ArgumentCheck check(kFunction);
+  check.require(v.rank == 2, argument, "must be a 2-D table (rows x columns)")
+      .require(v.rows() * v.ld() < (int64_t(1) << 31), argument,
+               concat("spans ", v.rows(), " rows x ", v.ld(), " elements: tables are indexed with 32 bits (< 2^31 elements)"));
+  check.throw_if_error();
+  return {static_cast<const float*>(v.data), int32_t(v.ld()), int32_t(v.rows())};
 }
 
 }  // namespace coda::epilogue

@@ -39,7 +39,7 @@ void gemm_rope(const TensorView& x, const TensorView& w, const TensorView& posit
   program.positions = epilogue::column_vector(positions, "positions");
   program.cos = epilogue::table(cos, "cos");
   program.sin = epilogue::table(sin, "sin");
-  program.head_dim = head_dim;
+  program.head_dim = Divisor(head_dim);
   program.rotated_heads = rotated_heads;
   if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
   program.out = epilogue::tile_out(out, "out");

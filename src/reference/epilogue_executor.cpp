@@ -1,6 +1,7 @@
 #include "coda/reference/epilogue_executor.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "coda/core/status.hpp"
 
@@ -28,6 +29,12 @@ void CpuTile::check_listed(const epilogue::TileIn& in) const {
   throw InvalidArgument(
       "epilogue program: t.load reads a TileIn that the program's tile_inputs() does not list (program.hpp); "
       "the GPU executor validates and prefetches only listed inputs");
+}
+
+void CpuTile::check_index_vector(const epilogue::ColumnVector& v) {
+  if (v.dtype != DType::i32)
+    throw InvalidArgument("epilogue program: t.load_index reads an int32 ColumnVector, this one holds " +
+                          std::string(name(v.dtype)) + " (the GPU executor reads its words as int32)");
 }
 
 }  // namespace coda::ref

@@ -204,7 +204,7 @@ struct CopyOperands {
   epilogue::ColumnVector indices;  // int32, M per batch
   epilogue::Table table;
   int32_t table_cols;
-  epilogue::TileOut in_copy, wide_copy, row_copy, column_copy, index_copy, table_copy;
+  epilogue::TileOut in_copy, wide_copy, row_copy, column_copy, index_copy, index_as_int_copy, table_copy;
   epilogue::TileOut at_pairs;  // column value at the first of each pair, in + row at the second
 
   template <class Inputs>
@@ -220,6 +220,7 @@ struct CopyOperands {
     t.store(row_copy, [&](const Element& x) { return t.load(row, x); });
     t.store(column_copy, [&](const Element& x) { return t.load(column, x); });
     t.store(index_copy, [&](const Element& x) { return t.load(indices, x); });
+    t.store(index_as_int_copy, [&](const Element& x) { return float(t.load_index(indices, x) + 3); });
     t.store(table_copy, [&](const Element& x) { return t.load(table, x.row % table.rows, x.col % table_cols); });
     t.map_pairs([&](Pair& p) {
       p.first = t.load(column, p);
@@ -250,6 +251,7 @@ TEST_P(EpilogueExecutor, LoadsReadEveryArgumentKindAtItsPosition) {
                column_copy = poisoned_output(DType::f32, m, n, batch);
     HostTensor index_copy = poisoned_output(DType::f32, m, n, batch),
                table_copy = poisoned_output(DType::f32, m, n, batch);
+    HostTensor index_as_int_copy = poisoned_output(DType::f32, m, n, batch);
     HostTensor at_pairs = poisoned_output(DType::f32, m, n, batch);
     const CopyOperands program{
         .in = tile_in(in),
@@ -257,13 +259,14 @@ TEST_P(EpilogueExecutor, LoadsReadEveryArgumentKindAtItsPosition) {
         .row = row_vector(row),
         .column = column_vector(column),
         .indices = column_vector(indices),
-        .table = {.data = static_cast<const float*>(table.view.data), .ld = table.view.ld(), .rows = table_rows},
+        .table = {.data = static_cast<const float*>(table.view.data), .ld = int32_t(table.view.ld()), .rows = int32_t(table_rows)},
         .table_cols = int32_t(table_cols),
         .in_copy = tile_out(in_copy),
         .wide_copy = tile_out(wide_copy),
         .row_copy = tile_out(row_copy),
         .column_copy = tile_out(column_copy),
         .index_copy = tile_out(index_copy),
+        .index_as_int_copy = tile_out(index_as_int_copy),
         .table_copy = tile_out(table_copy),
         .at_pairs = tile_out(at_pairs)};
     run_batches(program, acc, part());
@@ -290,6 +293,10 @@ TEST_P(EpilogueExecutor, LoadsReadEveryArgumentKindAtItsPosition) {
                   kExactly);
     expect_output(index_copy, broadcast([&](int64_t b, int64_t r, int64_t) {
                     return index_values[std::size_t(b)][std::size_t(r)];
+                  }),
+                  1.0, kExactly);
+    expect_output(index_as_int_copy, broadcast([&](int64_t b, int64_t r, int64_t) {
+                    return index_values[std::size_t(b)][std::size_t(r)] + 3;
                   }),
                   1.0, kExactly);
     expect_output(table_copy, broadcast([&](int64_t, int64_t r, int64_t c) {
@@ -420,6 +427,49 @@ TEST_P(EpilogueExecutor, RefusesATileInputTheProgramDoesNotList) {
   // The same program reading the listed input twice is valid.
   const ReadsAnUnlistedInput reads_listed{.listed = tile_in(a), .unlisted = tile_in(a), .out = tile_out(out)};
   EXPECT_NO_THROW(run_batches(reads_listed, acc, part()));
+}
+
+// t.load_index reads int32 words on the GPU: the CPU executor refuses any other vector, naming it.
+struct ReadsAnIndex {
+  epilogue::ColumnVector indices;
+  epilogue::TileOut out;
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.store(out, [&](const Element& x) { return float(t.load_index(indices, x)); });
+  }
+};
+
+TEST_P(EpilogueExecutor, LoadIndexRefusesAVectorThatIsNotInt32) {
+  const auto acc = random_accumulators(kShape);
+  const HostTensor floats = random_column_vector(DType::f32, kShape.rows, kShape.batch);
+  HostTensor out = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
+  try {
+    run_batches(ReadsAnIndex{.indices = column_vector(floats), .out = tile_out(out)}, acc, part());
+    FAIL() << "no error";
+  } catch (const coda::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("load_index reads an int32 ColumnVector, this one holds f32"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Tables are indexed with 32 bits: table() refuses one of 2^31 elements or more, and a batched one.
+TEST(TableArgument, RefusesWhatThirtyTwoBitIndicesCannotAddress) {
+  alignas(16) static float storage[16];
+  const TensorView fits = TensorView::matrix(storage, DType::f32, 2, 8);
+  const epilogue::Table table = epilogue::table(fits, "cos");
+  EXPECT_EQ(table.ld, 8);
+  EXPECT_EQ(table.rows, 2);
+  // Views only: nothing is read at these sizes.
+  const TensorView huge = TensorView::matrix(storage, DType::f32, int64_t(1) << 21, 1024);
+  try {
+    (void)epilogue::table(huge, "cos");
+    ADD_FAILURE() << "accepted a table of 2^31 elements";
+  } catch (const coda::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("cos"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("< 2^31 elements"), std::string::npos) << e.what();
+  }
 }
 
 // launch_program's rule for the tile inputs a program lists (the GPU executor reads them as

@@ -54,7 +54,7 @@ class EpilogueRope : public PartShapeTest {
     epilogue::Rope program{.positions = column_vector(position_column),
                            .cos = table(cos),
                            .sin = table(sin),
-                           .head_dim = int32_t(c.head_dim),
+                           .head_dim = Divisor(int32_t(c.head_dim)),
                            .rotated_heads = int32_t(c.rotated_heads),
                            .out = tile_out(out)};
     if (c.row_scale) program.row_scale = column_vector(rstd);
@@ -74,7 +74,7 @@ class EpilogueRope : public PartShapeTest {
   }
 
   static epilogue::Table table(const HostTensor& t) {
-    return {.data = static_cast<const float*>(t.view.data), .ld = t.view.ld(), .rows = t.view.rows()};
+    return {.data = static_cast<const float*>(t.view.data), .ld = int32_t(t.view.ld()), .rows = int32_t(t.view.rows())};
   }
 };
 

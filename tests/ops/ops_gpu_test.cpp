@@ -179,9 +179,9 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
       HostTensor expected(DType::bf16, s.m, n);
       epilogue::Rope program;
       program.positions = {pos.host.bytes.data(), DType::i32, 0};
-      program.cos = {reinterpret_cast<const float*>(cos.host.bytes.data()), cos.host.view.ld(), max_pos};
-      program.sin = {reinterpret_cast<const float*>(sin.host.bytes.data()), sin.host.view.ld(), max_pos};
-      program.head_dim = head_dim;
+      program.cos = {reinterpret_cast<const float*>(cos.host.bytes.data()), int32_t(cos.host.view.ld()), int32_t(max_pos)};
+      program.sin = {reinterpret_cast<const float*>(sin.host.bytes.data()), int32_t(sin.host.view.ld()), int32_t(max_pos)};
+      program.head_dim = Divisor(head_dim);
       program.rotated_heads = rotated;
       if (variant == 1) program.row_scale = {rstd.host.bytes.data(), DType::f32, 0};
       program.out = {expected.bytes.data(), DType::bf16, expected.view.ld(), 0};

@@ -78,7 +78,7 @@ class HostArray {
   // f32 arrays only: partials (rows x parts of a row reduction, parts x cols of a column
   // reduction) and tables.
   epilogue::Partials partials() { return {.data = floats(), .row_stride = cols_}; }
-  epilogue::Table table() const { return {.data = floats(), .ld = cols_, .rows = rows_}; }
+  epilogue::Table table() const { return {.data = floats(), .ld = int32_t(cols_), .rows = int32_t(rows_)}; }
 
  private:
   TensorView view() const { return TensorView::matrix(bytes_.data(), dtype_, rows_, cols_); }
@@ -138,7 +138,7 @@ void rope_program(SectionChecks& t) {
   ref::run_epilogue(epilogue::Rope{.positions = position_column.column_vector(),
                                    .cos = cos.table(),
                                    .sin = sin.table(),
-                                   .head_dim = int32_t(head_dim),
+                                   .head_dim = Divisor(int32_t(head_dim)),
                                    .rotated_heads = int32_t(rotated_heads),
                                    .out = out.tile_out()},
                     y, 0, kPart);

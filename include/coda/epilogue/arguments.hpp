@@ -65,11 +65,11 @@ struct Partials {
 };
 
 /// A table indexed by (a per-row index, a column index): the RoPE cos/sin cache.
-/// value(i, j) = data[i * ld + j] (fp32).
+/// value(i, j) = data[i * ld + j] (fp32). Indices are 32-bit: rows * ld < 2^31 (table() checks).
 struct Table {
   const float* data = nullptr;
-  int64_t ld = 0;
-  int64_t rows = 0;
+  int32_t ld = 0;
+  int32_t rows = 0;
 };
 
 }  // namespace coda::epilogue

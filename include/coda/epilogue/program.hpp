@@ -22,7 +22,8 @@
 //                           p.first, p.second (float&), p.row, p.col (= 2c), p.batch
 //  2. vector loads                                   (stores are reductions, 4.)
 //     t.load(RowVector, x)        vector[x.col]      t.load(ColumnVector, x)   vector[x.row]
-//     t.load(Table, i, j)         table[i][j]        (e.g. i = a position read per row)
+//     t.load_index(ColumnVector, x)   vector[x.row] of an int32 vector, as int32 (positions, targets)
+//     t.load(Table, i, j)         table[i][j]        (e.g. i = a position read per row; 32-bit indices)
 //  3. tile loads and stores
 //     t.load(TileIn, x)           the input at x's position (M x N)
 //     t.load_wide(TileIn, x)      {first, second}: columns 2 x.col, 2 x.col + 1 of an M x 2N input

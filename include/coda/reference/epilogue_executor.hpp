@@ -77,7 +77,12 @@ class CpuTile {
   float load(const epilogue::ColumnVector& v, const At& x) const {
     return load_input(v.data, v.dtype, x.batch * v.batch_stride + x.row);
   }
-  float load(const epilogue::Table& table, int64_t i, int64_t j) const { return table.data[i * table.ld + j]; }
+  template <class At>
+  int32_t load_index(const epilogue::ColumnVector& v, const At& x) const {
+    check_index_vector(v);
+    return static_cast<const int32_t*>(v.data)[x.batch * v.batch_stride + x.row];
+  }
+  float load(const epilogue::Table& table, int32_t i, int32_t j) const { return table.data[i * table.ld + j]; }
 
   void store(const epilogue::TileOut& out) {
     map([&](epilogue::Element& x) { store_output(out, x.batch, x.row, x.col, x.value); });
@@ -136,6 +141,7 @@ class CpuTile {
 
  private:
   void check_listed(const epilogue::TileIn& in) const;
+  static void check_index_vector(const epilogue::ColumnVector& v);
   float& value(int64_t r, int64_t c) { return values_[std::size_t(r * cols_ + c)]; }
   int32_t row(int64_t r) const { return int32_t(row0_ + r); }
   int32_t col(int64_t c) const { return int32_t(col0_ + c); }

@@ -32,7 +32,7 @@ struct CrossEntropyPartials {
     if (logits.data) t.store(logits);
     t.row_reduce(lse, LogSumExp{}, [](const Element& x) { return x.value; });
     t.row_reduce(target_logit, Pick{}, [&](const Element& x) {
-      return Pick::State{x.value, x.col == int32_t(t.load(targets, x))};
+      return Pick::State{x.value, x.col == t.load_index(targets, x)};
     });
     if (row_sums.data) t.row_reduce(row_sums, Sum{}, [](const Element& x) { return x.value; });
   }

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "coda/core/divisor.hpp"
 #include "coda/epilogue/program.hpp"
 
 namespace coda::epilogue {
@@ -17,7 +18,7 @@ struct Rope {
   ColumnVector positions{};  // int32, M
   Table cos{};               // max_pos x head_dim / 2
   Table sin{};
-  int32_t head_dim = 128;
+  Divisor head_dim{128};     // a multiply and a shift per pair instead of an integer division
   int32_t rotated_heads = 0;
   ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T) first (kernel 7)
   TileOut out{};             // M x N
@@ -28,10 +29,11 @@ struct Rope {
     // Written without early returns: every pair reads the tables (row 0 for a bad position), so
     // the GPU executor can issue all of a part's table loads before the first is needed.
     t.map_pairs([&](Pair& p) {
-      const bool rotated = p.col / head_dim < rotated_heads;
-      const int32_t position = int32_t(t.load(positions, p));
-      const bool known = position >= 0 && position < cos.rows;
-      const int32_t i = (p.col % head_dim) / 2;
+      const int32_t head = head_dim.divide(p.col);
+      const bool rotated = head < rotated_heads;
+      const int32_t position = t.load_index(positions, p);
+      const bool known = uint32_t(position) < uint32_t(cos.rows);  // 0 <= position < rows
+      const int32_t i = (p.col - head * head_dim.value()) >> 1;     // p.col and head_dim are even
       const float c = t.load(cos, known ? position : 0, i), s = t.load(sin, known ? position : 0, i);
       const float y0 = p.first, y1 = p.second;
       p.first = !rotated ? y0 : known ? y0 * c - y1 * s : NAN;
