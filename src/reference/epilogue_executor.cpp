@@ -28,7 +28,7 @@ void CpuTile::check_listed(const epilogue::TileIn& in) const {
     if (listed == in.data) return;
   throw InvalidArgument(
       "epilogue program: t.load reads a TileIn that the program's tile_inputs() does not list (program.hpp); "
-      "the GPU executor validates and prefetches only listed inputs");
+      "launch_program validates only listed inputs, which the GPU executor reads as the operands' type");
 }
 
 void CpuTile::check_index_vector(const epilogue::ColumnVector& v) {

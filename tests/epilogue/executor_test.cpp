@@ -397,7 +397,7 @@ ReducedReference reference_of(const std::vector<ref::Matrix>& values, ref::PartS
   return out;
 }
 
-// A program must list the tile inputs it reads (the GPU executor validates and prefetches only
+// A program must list the tile inputs it reads (launch_program validates only
 // those): the CPU executor refuses one that reads another, naming the rule.
 struct ReadsAnUnlistedInput {
   epilogue::TileIn listed, unlisted;

@@ -12,8 +12,10 @@
 //   tile loads           every TileIn is of the kernel's 16-bit type (launch_program checks the
 //                        ones tile_inputs() lists, and the CPU executor that a program lists all
 //                        it reads): one read-only 32-bit load per pair of adjacent columns, at
-//                        the thread's first word plus a compile-time offset; the tile's rows are
-//                        prefetched into L2 when its MMAs start (PrefetchTileInputs)
+//                        the thread's first word plus a compile-time offset. (An L2 prefetch
+//                        of the part's rows as its MMAs began, cp.async.bulk.prefetch, measured
+//                        slower once the loads were cheap: tile load + store 1.30 -> 1.09 of
+//                        the GEMM without it, H200.)
 //   vector loads         direct read-only global loads, one per element visited, without a
 //                        branch on the element type, so that an unrolled map issues them all
 //                        before the first value is needed (all of a part's loads at once: on
@@ -442,29 +444,6 @@ class GpuTile {
   int32_t cols_left_;  // columns of the problem from this thread's first column on
 };
 
-/// The `tile_inputs` visitor of the GPU executor: asks for one part's rows of each listed TileIn to
-/// be brought into L2 (bulk prefetch, a TMA-unit operation needing neither shared memory nor a
-/// tensor map), one row per thread. Issued as the part's MMAs begin, it lets the epilogue's loads
-/// hit L2 instead of waiting on DRAM a few times per part.
-template <int Rows, int Cols>
-struct PrefetchTileInputs {
-  const mainloop::TileCoordinates& t;
-
-  __device__ void operator()(const TileIn& in) const {
-    if (in.data == nullptr) return;
-    const int64_t element_bytes = int64_t(size_of(in.dtype));
-    const int32_t cols = min(Cols, t.problem_n - t.col0);
-    for (int r = t.thread; r < Rows && t.row0 + r < t.problem_m; r += 128) {
-      const uintptr_t first = reinterpret_cast<uintptr_t>(in.data) +
-                              uintptr_t((t.batch * in.batch_stride + int64_t(t.row0 + r) * in.ld + t.col0) * element_bytes);
-      // Whole 16-byte blocks (the instruction's granule) covering the row's bytes: every block
-      // holds at least one byte of the row, so it lies in a mapped page.
-      const uintptr_t begin = first & ~uintptr_t(15), end = (first + uintptr_t(cols * element_bytes) + 15) & ~uintptr_t(15);
-      sm90::bulk_prefetch_l2(reinterpret_cast<const void*>(begin), uint32_t(end - begin));
-    }
-  }
-};
-
 /// The mainloop Epilogue that runs `Program` (whose descriptors are the kernel's epilogue
 /// parameters) on every consumer warpgroup's part of every tile; every TileOut is written as `Out`.
 template <class Program, int Buffers, DType Out>
@@ -477,12 +456,6 @@ struct ProgramEpilogue {
 
   template <class Acc>
   struct Pending {};  // programs run whole in prepare(): nothing is held back
-
-  template <class Acc>
-  __device__ void begin(const Params& program, SharedStorage&, const mainloop::TileCoordinates& t) {
-    PrefetchTileInputs<Acc::kRows, Acc::kCols> prefetch{t};
-    if constexpr (requires { program.tile_inputs(prefetch); }) program.tile_inputs(prefetch);
-  }
 
   template <class Acc>
   __device__ void prepare(const Params& program, SharedStorage& s, Acc& acc, const mainloop::TileCoordinates& t,

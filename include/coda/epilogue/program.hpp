@@ -39,8 +39,8 @@
 //  5. stateful transforms: a monoid's State carries state across the part (online max/sum-exp,
 //     pick-one); executors fold it across threads, warps and subtiles as they see fit.
 //
-// A program that reads tile inputs lists them in `tile_inputs`: the GPU executor has them fetched
-// into L2 while the part's MMAs run and launch_program checks them; the CPU executor refuses a
+// A program that reads tile inputs lists them in `tile_inputs`: the GPU executor reads them as the
+// operands' 16-bit type, and launch_program checks that they are; the CPU executor refuses a
 // program that reads a TileIn it does not list:
 //
 //   template <class Inputs>

@@ -6,10 +6,6 @@
 //     struct Params { ... };         // built on the host, passed by value in the kernel parameters
 //     struct SharedStorage { ... };  // carved out of the CTA's shared memory (staging space)
 //     template <class Acc> struct Pending { ... };  // what prepare() keeps for write()
-//     // Once per tile, by each consumer warpgroup, before its first MMA of the tile (to start
-//     // fetching inputs the tile's epilogue will read while the tensor cores work):
-//     template <class Acc>
-//     __device__ void begin(const Params&, SharedStorage&, const TileCoordinates&);
 //     // Once per tile, by each consumer warpgroup, as soon as its accumulators are final:
 //     template <class Acc>
 //     __device__ void prepare(const Params&, SharedStorage&, Acc&, const TileCoordinates&, Pending<Acc>&);

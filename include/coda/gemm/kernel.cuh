@@ -323,7 +323,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       coords.batch = unit.batch;
       coords.tile_m = unit.tile_m;
       coords.tile_n = unit.tile_n;
-      epilogue.template begin<Acc>(p.epilogue, s.epilogue, coords);
       Acc acc;
       int previous = -1;
       for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {

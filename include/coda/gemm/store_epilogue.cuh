@@ -90,9 +90,6 @@ struct StoreEpilogue {
     return step + 1 >= kDeferred<Acc>;
   }
 
-  template <class Acc>
-  __device__ void begin(const Params&, SharedStorage&, const TileCoordinates&) {}  // reads no inputs
-
   __device__ void finish(const Params&, SharedStorage&, const TileCoordinates& t) {
     if (t.thread == 0) sm90::tma_store_wait_all();
   }

@@ -49,14 +49,6 @@ __device__ __forceinline__ void tma_store_commit() { ptx::cp_async_bulk_commit_g
 template <int Pending>
 __device__ __forceinline__ void tma_store_wait_read() { ptx::cp_async_bulk_wait_group_read(ptx::n32_t<Pending>{}); }
 
-/// Ask the TMA unit to bring `bytes` of global memory at `address` into L2, asynchronously (no
-/// shared memory, no barrier). PTX ISA, cp.async.bulk.prefetch: address 16-byte aligned, size a
-/// multiple of 16. A hint: nothing waits for it.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* address, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<uint64_t>(address)), "r"(bytes)
-               : "memory");
-}
-
 /// Wait until every committed store has fully completed (before the CTA exits).
 __device__ __forceinline__ void tma_store_wait_all() { ptx::cp_async_bulk_wait_group(ptx::n32_t<0>{}); }
 
