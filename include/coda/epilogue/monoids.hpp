@@ -61,8 +61,10 @@ struct LogSumExp {
   /// dependent chain of two exps per value; executors use this where they hold a row's values.
   template <int N>
   CODA_HD static State fold(const float (&v)[N]) {
+    // fmaxf skips NaN (one instruction); a NaN value still makes the sum NaN below, so the
+    // result is NaN as in combine.
     float m = v[0];
-    for (int i = 1; i < N; ++i) m = (v[i] > m || v[i] != v[i]) ? v[i] : m;  // NaN wins, as in combine
+    for (int i = 1; i < N; ++i) m = fmaxf(m, v[i]);
     // Every exp is computed and then selected: with the exp inside the condition the compiler
     // branches around each one, and a warp then waits out every exp's latency in turn. Four
     // running sums keep the additions from forming one long dependent chain.
