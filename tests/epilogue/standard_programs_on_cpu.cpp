@@ -1,0 +1,20 @@
+// The CPU executor's half of standard_gpu_test.cu, in a C++ file: instantiated in a CUDA file,
+// the programs' host-and-device call operators would call the host-only CPU tile from device code.
+#include "coda/epilogue/parts.hpp"
+#include "coda/epilogue/programs/standard.hpp"
+#include "coda/reference/epilogue_executor.hpp"
+
+namespace coda::test {
+
+namespace {
+template <class Program>
+void run(const Program& program, const ref::Matrix& accumulators) {
+  ref::run_epilogue(program, accumulators, 0, {epilogue::kPartRows, epilogue::kPartCols});
+}
+}  // namespace
+
+void run_on_cpu(const epilogue::LinearCombination& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::ActivationBackward& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::Reductions& p, const ref::Matrix& acc) { run(p, acc); }
+
+}  // namespace coda::test
