@@ -154,12 +154,8 @@ TEST(StandardProgramsGpu, ActivationBackwardMatchesTheCpuExecutor) {
     }
 }
 
-// Row sums, sums of squares and maxima and column sums of acc, beside acc itself.
-// KNOWN FAILURE (found by this test, 2026-11-21, H200): the GPU executor writes wrong values to the
-// even columns of `out` (relative error ~0.18 there, odd columns right) when three row reductions
-// follow the store. Bisected with single programs: store + any one or two of the reductions, or
-// store + row max + column sums, are right; store + sum + sum of squares + max is wrong. Not yet
-// understood; the SASS of the failing kernel is the next thing to read.
+// Row sums, sums of squares and maxima and column sums of acc, beside acc itself. (This program
+// once got wrong even columns in `out`: see shuffle_xor in gpu_executor.cuh.)
 TEST(StandardProgramsGpu, ReductionsMatchTheCpuExecutor) {
   CODA_REQUIRE_HOPPER();
   for (const Shape& s : kShapes) {

@@ -112,11 +112,15 @@ constexpr bool folds_floats() {
     return false;
 }
 
-// Exchange a monoid state with lane ^ mask (states are made of 32-bit words).
+// Exchange a monoid state with lane ^ mask (states are made of 32-bit words), moved as floats:
+// a state is often an accumulator itself (a row's max), and reading one as an integer let the
+// compiler carry that accumulator through the K loop in an integer register, copied while a
+// wgmma still wrote it (PTX ISA: accumulators are readable only after wgmma.wait_group). Seen as
+// wrong even columns from the Reductions program (standard_gpu_test.cu).
 template <class State>
 __device__ __forceinline__ State shuffle_xor(const State& s, int mask) {
   static_assert(sizeof(State) % 4 == 0, "monoid states are whole 32-bit words");
-  uint32_t words[sizeof(State) / 4];
+  float words[sizeof(State) / 4];
   memcpy(words, &s, sizeof(State));
 #pragma unroll
   for (int w = 0; w < int(sizeof(State) / 4); ++w) words[w] = __shfl_xor_sync(0xffffffffu, words[w], mask);
