@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
   // rebuilt from the window base (which the MMA loop would redo per K block).
   Storage& s = *reinterpret_cast<Storage*>(shared_raw + ((1024u - (sm90::shared_address(shared_raw) & 1023u)) & 1023u));
 
-  // Broadcast from lane 0 so the compiler knows the warpgroup is uniform across the warp.
+  // Unsigned division and remainder: with a signed threadIdx they carry sign fix-ups.
   const int warpgroup = int(threadIdx.x / 128u);
   const int thread = int(threadIdx.x % 128u);
   const uint32_t cta_rank = Config::kClusterSize > 1 ? sm90::cluster_cta_rank() : 0;
