@@ -46,7 +46,6 @@ __device__ __forceinline__ void arrive_cluster(uint32_t bar, uint32_t cta_rank) 
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta_rank));
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
-__device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t cta_rank) { arrive_cluster(shared_address(bar), cta_rank); }
 
 /// Arrive once on a barrier of this CTA (release semantics at CTA scope, the default).
 __device__ __forceinline__ void arrive(uint32_t bar) {
