@@ -33,7 +33,9 @@ struct Rope {
       const bool rotated = head < rotated_heads;
       const int32_t position = t.load_index(positions, p);
       const bool known = uint32_t(position) < uint32_t(cos.rows);  // 0 <= position < rows
-      const int32_t i = (p.col - head * head_dim.value()) >> 1;     // p.col and head_dim are even
+      // head_dim.remainder(p.col), from the quotient at hand (remainder() would divide again:
+      // the compiler does not merge the two). p.col and head_dim are even.
+      const int32_t i = (p.col - head * head_dim.value()) >> 1;
       const float c = t.load(cos, known ? position : 0, i), s = t.load(sin, known ? position : 0, i);
       const float y0 = p.first, y1 = p.second;
       p.first = !rotated ? y0 : known ? y0 * c - y1 * s : NAN;
