@@ -42,11 +42,14 @@ int64_t parts(int64_t extent, int64_t part) { return (extent + part - 1) / part;
 // and every output twice, a device copy (poisoned) and a host copy the CPU executor fills.
 struct Case {
   explicit Case(const Shape& s) : shape(s), x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k) {
+    outputs.reserve(kMaxOutputs);
+    expected.reserve(kMaxOutputs);
     x.random();
     w.random();
     product = ref::gemm(x.host.matrix(), Major::k, w.host.matrix(), Major::k);
   }
   DeviceTensor& output(DType dtype, int64_t rows, int64_t cols) {
+    EXPECT_LT(outputs.size(), kMaxOutputs) << "descriptors point into `outputs`: it must not reallocate";
     outputs.emplace_back(dtype, rows, cols).poison();
     expected.emplace_back(dtype, rows, cols, outputs.back().host.view.ld());
     return outputs.back();
@@ -71,10 +74,11 @@ struct Case {
     }
   }
 
+  static constexpr std::size_t kMaxOutputs = 8;
   Shape shape;
   DeviceTensor x, w;
   ref::Matrix product;
-  std::vector<DeviceTensor> outputs;  // reserved up front: descriptors point into them
+  std::vector<DeviceTensor> outputs;  // kMaxOutputs reserved up front: descriptors point into them
   std::vector<HostTensor> expected;
 };
 
@@ -95,8 +99,6 @@ TEST(StandardProgramsGpu, LinearCombinationMatchesTheCpuExecutor) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
     Case c(s);
-    c.outputs.reserve(3);
-    c.expected.reserve(3);
     DeviceTensor source(DType::bf16, s.m, s.n), second(DType::bf16, s.m, s.n), column_bias(DType::f32, 1, s.n),
         row_bias(DType::bf16, 1, s.m), beta(DType::f32, 1, s.m);
     for (DeviceTensor* t : {&source, &second, &column_bias, &row_bias, &beta}) t->random();
@@ -134,8 +136,6 @@ TEST(StandardProgramsGpu, ActivationBackwardMatchesTheCpuExecutor) {
       SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " bias per "
                                         << (per_row ? "row" : "column") << ", " << seed_note());
       Case c(s);
-      c.outputs.reserve(2);
-      c.expected.reserve(2);
       DeviceTensor pre(DType::bf16, s.m, s.n);
       pre.random(-3.0, 3.0);
       DeviceTensor& dx = c.output(DType::bf16, s.m, s.n);
@@ -161,8 +161,6 @@ TEST(StandardProgramsGpu, ReductionsMatchTheCpuExecutor) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
     Case c(s);
-    c.outputs.reserve(5);
-    c.expected.reserve(5);
     DeviceTensor& out = c.output(DType::bf16, s.m, s.n);
     DeviceTensor& sums = c.output(DType::f32, s.m, parts(s.n, kPartCols));
     DeviceTensor& squares = c.output(DType::f32, s.m, parts(s.n, kPartCols));
