@@ -1,7 +1,7 @@
 // The standard epilogue set (programs/standard.hpp) on the GPU executor, against the CPU executor
 // running the same program on the same GEMM product: residue shapes, M = 1, poisoned outputs, and
 // the GPU executor's paths no fused op takes (column and whole-part reductions, vector scales,
-// two tile inputs, an activation and its derivative).
+// two tile inputs, a wide input and a wide output, an activation and its derivative).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "coda/reference/gemm.hpp"
 #include "coda/reference/matrix.hpp"
 #include "support/device_tensor.hpp"
+#include "wide_input_program.hpp"
 
 namespace coda::test {
 
@@ -20,6 +21,7 @@ namespace coda::test {
 void run_on_cpu(const epilogue::LinearCombination& program, const ref::Matrix& accumulators);
 void run_on_cpu(const epilogue::ActivationBackward& program, const ref::Matrix& accumulators);
 void run_on_cpu(const epilogue::Reductions& program, const ref::Matrix& accumulators);
+void run_on_cpu(const WideInput& program, const ref::Matrix& accumulators);
 
 namespace {
 
@@ -177,6 +179,27 @@ TEST(StandardProgramsGpu, ReductionsMatchTheCpuExecutor) {
       return p;
     };
     c.run_and_compare(program(true), program(false), {false, true, true, true, true});
+  }
+}
+
+// A wide (M x 2N) tile input read by t.load_wide, and a wide output.
+TEST(StandardProgramsGpu, WideTileInputMatchesTheCpuExecutor) {
+  CODA_REQUIRE_HOPPER();
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
+    Case c(s);
+    DeviceTensor wide(DType::bf16, s.m, 2 * s.n);
+    wide.random();
+    DeviceTensor& out = c.output(DType::bf16, s.m, s.n);
+    DeviceTensor& wide_out = c.output(DType::bf16, s.m, 2 * s.n);
+    auto program = [&](bool gpu) {
+      WideInput p;
+      p.wide = gpu ? device_in(wide) : host_in(wide);
+      p.out = gpu ? device_out(out) : host_out(c.expected_of(out));
+      p.wide_out = gpu ? device_out(wide_out) : host_out(c.expected_of(wide_out));
+      return p;
+    };
+    c.run_and_compare(program(true), program(false), {false, false});
   }
 }
 

@@ -3,6 +3,7 @@
 #include "coda/epilogue/parts.hpp"
 #include "coda/epilogue/programs/standard.hpp"
 #include "coda/reference/epilogue_executor.hpp"
+#include "wide_input_program.hpp"
 
 namespace coda::test {
 
@@ -16,5 +17,6 @@ void run(const Program& program, const ref::Matrix& accumulators) {
 void run_on_cpu(const epilogue::LinearCombination& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const epilogue::ActivationBackward& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const epilogue::Reductions& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const WideInput& p, const ref::Matrix& acc) { run(p, acc); }
 
 }  // namespace coda::test

@@ -1,0 +1,31 @@
+// A test program for the GPU executor's wide tile input (t.load_wide) and wide output, run by
+// both executors in standard_gpu_test.cu / standard_programs_on_cpu.cpp.
+#pragma once
+
+#include "coda/epilogue/program.hpp"
+
+namespace coda::test {
+
+/// D = acc + X[:, 2c] - X[:, 2c + 1] / 2 of an M x 2N input X, and the M x 2N output
+/// E[:, 2c] = acc, E[:, 2c + 1] = X[:, 2c + 1].
+struct WideInput {
+  epilogue::TileIn wide{};       // X, M x 2N
+  epilogue::TileOut out{};       // D, M x N
+  epilogue::TileOut wide_out{};  // E, M x 2N
+
+  template <class Inputs>
+  CODA_HD void tile_inputs(Inputs& in) const { in(wide); }
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    t.store(out, [&](const epilogue::Element& x) {
+      const epilogue::Values2 v = t.load_wide(wide, x);
+      return x.value + v.first - 0.5f * v.second;
+    });
+    t.store_wide(wide_out, [&](const epilogue::Element& x) {
+      return epilogue::Values2{x.value, t.load_wide(wide, x).second};
+    });
+  }
+};
+
+}  // namespace coda::test
