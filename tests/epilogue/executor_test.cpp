@@ -590,6 +590,28 @@ TEST(LogSumExpFold, AgreesWithCombiningOneByOne) {
   }
 }
 
+// Sum::fold (four running sums) agrees with adding one by one up to fp32 rounding, and carries
+// inf and NaN through like the additions do.
+TEST(SumFold, AgreesWithAddingOneByOne) {
+  using S = epilogue::Sum;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  SCOPED_TRACE(seed_note());
+  float random[32];
+  double exact = 0.0, magnitude = 0.0;
+  for (float& x : random) {
+    x = float(test::uniform(-30.0, 30.0));
+    exact += x;
+    magnitude += std::fabs(x);
+  }
+  EXPECT_NEAR(S::fold(random), exact, 32 * 6e-8 * magnitude);
+  float special[5] = {1.0f, kInf, 2.0f, 3.0f, 4.0f};
+  EXPECT_EQ(S::fold(special), kInf);
+  special[3] = -kInf;
+  EXPECT_TRUE(std::isnan(S::fold(special)));
+  special[3] = std::nanf("");
+  EXPECT_TRUE(std::isnan(S::fold(special)));
+}
+
 // Pick writes the one element its predicate picks, only from the part holding it; segments
 // without one stay unwritten. `chosen(row, col)` picks at most one element per segment.
 TEST_P(EpilogueExecutor, PickWritesOnlyWhereSomethingIsPicked) {
