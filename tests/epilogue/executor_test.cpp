@@ -400,8 +400,8 @@ ReducedReference reference_of(const std::vector<ref::Matrix>& values, ref::PartS
 // A program must list the tile inputs it reads (launch_program validates only
 // those): the CPU executor refuses one that reads another, naming the rule.
 struct ReadsAnUnlistedInput {
-  epilogue::TileIn listed, unlisted;
-  epilogue::TileOut out;
+  epilogue::TileIn listed{}, unlisted{};
+  epilogue::TileOut out{};
 
   template <class Inputs>
   void tile_inputs(Inputs& list) const { list(listed); }
