@@ -14,7 +14,9 @@
 
 namespace coda::epilogue {
 
-/// A scalar, per-row or per-column factor.
+/// A scalar, per-row or per-column factor. The helpers take the whole tile and apply a scalar
+/// with a map of its own: the GPU executor then reads no vector for it and keeps no per-element
+/// branch beside the 128 accumulators.
 struct Scale {
   float value = 1.0f;
   ColumnVector per_row{};    // used when set
@@ -26,20 +28,36 @@ struct Scale {
     return s;
   }
 
+  /// A scalar zero: the term is skipped, so a NaN in its tensor cannot leak in (BLAS semantics).
+  CODA_HD bool zero() const { return !per_row.data && !per_column.data && value == 0.0f; }
+  CODA_HD bool scalar() const { return !per_row.data && !per_column.data; }
+
   template <class Tile, class At>
   CODA_HD float at(const Tile& t, const At& x) const {
     if (per_row.data) return t.load(per_row, x);
     if (per_column.data) return t.load(per_column, x);
     return value;
   }
-  /// A scalar zero: the term is skipped, so a NaN in its tensor cannot leak in (BLAS semantics).
-  CODA_HD bool zero() const { return !per_row.data && !per_column.data && value == 0.0f; }
-  /// scale * term, or 0 where the scale is exactly 0: the same BLAS rule element by element, for
-  /// vector scales with zero entries (as the reference, coda/reference/epilogues.hpp).
-  template <class Tile, class At>
-  CODA_HD float times(const Tile& t, const At& x, float term) const {
-    const float s = at(t, x);
-    return s == 0.0f ? 0.0f : s * term;
+
+  /// x.value = scale * x.value for every element (nothing to do for a scalar 1: 1 * v == v).
+  template <class Tile>
+  CODA_HD void multiply(Tile& t) const {
+    if (!scalar()) t.map([&](Element& x) { x.value = at(t, x) * x.value; });
+    else if (value != 1.0f) t.map([&](Element& x) { x.value = value * x.value; });
+  }
+
+  /// x.value += scale * in[x], skipped where the scale is exactly 0: the BLAS rule, element by
+  /// element for vector scales with zero entries (as the reference, coda/reference/epilogues.hpp).
+  template <class Tile>
+  CODA_HD void add_times(Tile& t, const TileIn& in) const {
+    if (!scalar()) {
+      t.map([&](Element& x) {
+        const float s = at(t, x);
+        x.value += s == 0.0f ? 0.0f : s * t.load(in, x);
+      });
+    } else if (value != 0.0f) {
+      t.map([&](Element& x) { x.value += value * t.load(in, x); });
+    }
   }
 };
 
@@ -58,22 +76,28 @@ struct LinearCombination {
 
   template <class Inputs>
   CODA_HD void tile_inputs(Inputs& in) const {
-    if (!beta.zero()) in(source);
-    if (!gamma.zero()) in(second_source);
+    if (source.data && !beta.zero()) in(source);
+    if (second_source.data && !gamma.zero()) in(second_source);
   }
 
+  // One map per term present, in the order alpha acc + beta C + gamma X2 + column bias + row bias,
+  // each behind a branch on the arguments (uniform over the tile), and the activation's map chosen
+  // once per tile (visit). Every option is a run-time argument, so the GPU kernel holds every
+  // combination's code: ptxas then spills ~5 KB beside the 128 accumulators (measured; each path
+  // alone spills little or nothing, and a kernel specialized per activation did not finish
+  // compiling in 10 minutes). The fused ops are programs of their own and spill nothing.
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
-    t.map([&](Element& x) {
-      float v = alpha.at(t, x) * x.value;
-      if (source.data && !beta.zero()) v += beta.times(t, x, t.load(source, x));
-      if (second_source.data && !gamma.zero()) v += gamma.times(t, x, t.load(second_source, x));
-      if (column_bias.data) v += t.load(column_bias, x);
-      if (row_bias.data) v += t.load(row_bias, x);
-      x.value = v;
-    });
+    alpha.multiply(t);
+    if (source.data) beta.add_times(t, source);
+    if (second_source.data) gamma.add_times(t, second_source);
+    if (column_bias.data) t.map([&](Element& x) { x.value += t.load(column_bias, x); });
+    if (row_bias.data) t.map([&](Element& x) { x.value += t.load(row_bias, x); });
     if (pre_activation.data) t.store(pre_activation);
-    if (activation.kind != Activation::identity) t.map([&](Element& x) { x.value = activation(x.value); });
+    if (activation.kind != Activation::identity)
+      activation.visit([&](auto kind) {
+        t.map([&](Element& x) { x.value = activation.template value_of<decltype(kind)::value>(x.value); });
+      });
     if (amax.data) t.reduce(amax, Max{}, [](const Element& x) { return fabsf(x.value); });
     t.store(out);
   }
@@ -91,7 +115,11 @@ struct ActivationBackward {
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
-    t.map([&](Element& x) { x.value *= activation.derivative(t.load(pre_activation, x)); });
+    activation.visit([&](auto kind) {
+      t.map([&](Element& x) {
+        x.value *= activation.template derivative_of<decltype(kind)::value>(t.load(pre_activation, x));
+      });
+    });
     t.store(out);
     if (!bias_gradient.data) return;
     if (bias_per_row) t.row_reduce(bias_gradient, Sum{}, [](const Element& x) { return x.value; });
