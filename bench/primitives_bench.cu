@@ -26,23 +26,23 @@ using namespace coda::epilogue;
 
 struct StoreOnly {
   TileOut out;
-  template <class T> __device__ void operator()(T& t) const { t.store(out); }
+  template <class T> CODA_HD void operator()(T& t) const { t.store(out); }
 };
 struct TwoStores {
   TileOut out, second;
-  template <class T> __device__ void operator()(T& t) const { t.store(out); t.store(second); }
+  template <class T> CODA_HD void operator()(T& t) const { t.store(out); t.store(second); }
 };
 struct HalfWidthStore {  // SwiGLU's shape of output
   TileOut half;
-  template <class T> __device__ void operator()(T& t) const {
+  template <class T> CODA_HD void operator()(T& t) const {
     t.store_pairs(half, [](const Pair& p) { return p.first * p.second; });
   }
 };
 struct TileLoad {
   TileIn in;
   TileOut out;
-  template <class I> __host__ __device__ void tile_inputs(I& i) const { i(in); }
-  template <class T> __device__ void operator()(T& t) const {
+  template <class I> CODA_HD void tile_inputs(I& i) const { i(in); }
+  template <class T> CODA_HD void operator()(T& t) const {
     t.map([&](Element& x) { x.value += t.load(in, x); });
     t.store(out);
   }
@@ -50,32 +50,32 @@ struct TileLoad {
 struct RowVectorLoad {
   RowVector v;
   TileOut out;
-  template <class T> __device__ void operator()(T& t) const {
+  template <class T> CODA_HD void operator()(T& t) const {
     t.store(out, [&](const Element& x) { return x.value * t.load(v, x); });
   }
 };
 struct ColumnVectorLoad {
   ColumnVector v;
   TileOut out;
-  template <class T> __device__ void operator()(T& t) const {
+  template <class T> CODA_HD void operator()(T& t) const {
     t.store(out, [&](const Element& x) { return x.value * t.load(v, x); });
   }
 };
 struct RowSumSquares {
   Partials partials;
-  template <class T> __device__ void operator()(T& t) const {
+  template <class T> CODA_HD void operator()(T& t) const {
     t.row_reduce(partials, Sum{}, [](const Element& x) { return x.value * x.value; });
   }
 };
 struct RowLogSumExp {
   Partials partials;
-  template <class T> __device__ void operator()(T& t) const {
+  template <class T> CODA_HD void operator()(T& t) const {
     t.row_reduce(partials, LogSumExp{}, [](const Element& x) { return x.value; });
   }
 };
 struct ColumnSum {
   Partials partials;
-  template <class T> __device__ void operator()(T& t) const {
+  template <class T> CODA_HD void operator()(T& t) const {
     t.column_reduce(partials, Sum{}, [](const Element& x) { return x.value; });
   }
 };

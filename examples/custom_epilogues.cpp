@@ -34,7 +34,10 @@
 //   - coda::gemm_program (coda/epilogue/launch.cuh) runs it on a Hopper GPU inside the GEMM
 //     kernel, straight on the accumulator registers, with descriptors made from device tensors
 //     by coda/epilogue/host_arguments.hpp. Mark the call operator CODA_HD so nvcc compiles it
-//     for the device too.
+//     for the device too (gemm_program also runs it once on the host, on a tile that only
+//     records which outputs it stores). Tile outputs are written in the operands' type unless
+//     the call names others: gemm_program(a, b, program, stream, {}, OutputTypes<DType::e4m3>{})
+//     builds an e4m3 kernel too (every TileOut of one launch has the same type).
 //
 // This file writes two programs, runs each on a small random problem with the CPU executor,
 // checks the results against a plain double-precision computation and prints a short report:

@@ -1,6 +1,8 @@
-// A test program for the GPU executor's wide tile input (t.load_wide) and wide output, run by
-// both executors in standard_gpu_test.cu / standard_programs_on_cpu.cpp.
+// Test programs for GPU executor paths that neither the fused ops nor the standard set's GPU
+// tests take, run by both executors in standard_gpu_test.cu / standard_programs_on_cpu.cpp.
 #pragma once
+
+#include <cmath>
 
 #include "coda/epilogue/program.hpp"
 
@@ -25,6 +27,25 @@ struct WideInput {
     t.store_wide(wide_out, [&](const epilogue::Element& x) {
       return epilogue::Values2{x.value, t.load_wide(wide, x).second};
     });
+  }
+};
+
+/// D = silu(acc + column bias), its pre-activation, and the amax of D per part: LinearCombination's
+/// fp8 use (standard.hpp) with its options fixed at compile time, so that the kernel of each output
+/// type compiles in seconds (the general program's kernels spill and take minutes each).
+struct ScaledOutputs {
+  epilogue::RowVector column_bias{};
+  epilogue::TileOut pre_activation{};
+  epilogue::Partials amax{};
+  epilogue::TileOut out{};
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    t.map([&](epilogue::Element& x) { x.value += t.load(column_bias, x); });
+    t.store(pre_activation);
+    t.map([](epilogue::Element& x) { x.value = epilogue::silu(x.value); });
+    t.reduce(amax, epilogue::Max{}, [](const epilogue::Element& x) { return fabsf(x.value); });
+    t.store(out);
   }
 };
 

@@ -13,7 +13,7 @@
 #include "coda/reference/gemm.hpp"
 #include "coda/reference/matrix.hpp"
 #include "support/device_tensor.hpp"
-#include "wide_input_program.hpp"
+#include "gpu_test_programs.hpp"
 
 namespace coda::test {
 
@@ -22,16 +22,20 @@ void run_on_cpu(const epilogue::LinearCombination& program, const ref::Matrix& a
 void run_on_cpu(const epilogue::ActivationBackward& program, const ref::Matrix& accumulators);
 void run_on_cpu(const epilogue::Reductions& program, const ref::Matrix& accumulators);
 void run_on_cpu(const WideInput& program, const ref::Matrix& accumulators);
+void run_on_cpu(const ScaledOutputs& program, const ref::Matrix& accumulators);
 
 namespace {
 
 using epilogue::kPartCols;
 using epilogue::kPartRows;
 
-// GPU and CPU executors see accumulators that differ by fp32 summation order only: bf16 outputs
-// then differ by one ulp here and there, fp32 partials by a few fp32 roundings.
-constexpr double kBf16Outputs = 2e-3;
-constexpr double kF32Partials = 1e-5;
+// GPU and CPU executors see accumulators that differ by fp32 summation order only: 16-bit and fp8
+// outputs then differ by one ulp of their type here and there, fp32 ones (tile outputs and
+// partials) by a few fp32 roundings.
+double tolerance(DType output) {
+  if (output == DType::f32) return 1e-5;
+  return is_fp8(output) ? 1e-2 : 2e-3;
+}
 
 struct Shape {
   int64_t m, n, k;
@@ -60,10 +64,10 @@ struct Case {
 
   // Run `gpu` (device descriptors) through the GEMM and `cpu` (host descriptors) on the product,
   // then compare every output.
-  template <class Program>
-  void run_and_compare(const Program& gpu, const Program& cpu, const std::vector<bool>& is_partials) {
+  template <class Program, DType... Also>
+  void run_and_compare(const Program& gpu, const Program& cpu, OutputTypes<Also...> output_types = {}) {
     const mainloop::LaunchPlan plan = plan_program({x.view(), Major::k}, {w.view(), Major::k}, {}, "test");
-    launch_program(plan, gpu, nullptr);
+    launch_program(plan, gpu, nullptr, output_types);
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
     run_on_cpu(cpu, product);
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -72,7 +76,7 @@ struct Case {
       int64_t unwritten = 0;
       for (double v : got.data) unwritten += std::isnan(v) ? 1 : 0;
       EXPECT_EQ(unwritten, 0) << "output " << i;
-      EXPECT_LT(ref::relative_error(got, want), is_partials[i] ? kF32Partials : kBf16Outputs) << "output " << i;
+      EXPECT_LT(ref::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
     }
   }
 
@@ -85,8 +89,8 @@ struct Case {
 };
 
 // Descriptors of a tensor for each executor.
-epilogue::TileOut device_out(const DeviceTensor& t) { return epilogue::tile_out(t.view(), "out"); }
-epilogue::TileOut host_out(HostTensor& t) { return {t.bytes.data(), t.view.dtype, t.view.ld(), 0}; }
+epilogue::TileOut device_out(const DeviceTensor& t, float scale = 1.0f) { return epilogue::tile_out(t.view(), "out", scale); }
+epilogue::TileOut host_out(HostTensor& t, float scale = 1.0f) { return {t.bytes.data(), t.view.dtype, t.view.ld(), 0, scale}; }
 epilogue::TileIn device_in(const DeviceTensor& t) { return epilogue::tile_in(t.view(), "in"); }
 epilogue::TileIn host_in(const DeviceTensor& t) { return {t.host.bytes.data(), t.host.view.dtype, t.host.view.ld(), 0}; }
 epilogue::Partials device_partials(const DeviceTensor& t) {
@@ -126,8 +130,48 @@ TEST(StandardProgramsGpu, LinearCombinationMatchesTheCpuExecutor) {
       p.amax = gpu ? device_partials(amax) : host_partials(c.expected_of(amax));
       return p;
     };
-    c.run_and_compare(program(true), program(false), {false, false, true});
+    c.run_and_compare(program(true), program(false));
   }
+}
+
+// Each non-16-bit output type, through ScaledOutputs (LinearCombination's fp8 use): D and its
+// pre-activation in the type, with the amax of D per part (before the scale). e4m3's scale makes
+// the largest values saturate at 448; e5m2's keeps them in range.
+TEST(StandardProgramsGpu, OutputTypesMatchTheCpuExecutor) {
+  CODA_REQUIRE_HOPPER();
+  struct Output {
+    DType dtype;
+    float scale;
+  };
+  for (const Output o : {Output{DType::f32, 1.0f}, Output{DType::e4m3, 100.0f}, Output{DType::e5m2, 0.25f}})
+    for (const Shape& s : kShapes) {
+      SCOPED_TRACE(::testing::Message() << name(o.dtype) << " out, M=" << s.m << " N=" << s.n << " K=" << s.k << ", "
+                                        << seed_note());
+      Case c(s);
+      DeviceTensor column_bias(DType::f32, 1, s.n);
+      column_bias.random();
+      DeviceTensor& out = c.output(o.dtype, s.m, s.n);
+      DeviceTensor& pre = c.output(o.dtype, s.m, s.n);
+      DeviceTensor& amax = c.output(DType::f32, parts(s.m, kPartRows), parts(s.n, kPartCols));
+      auto program = [&](bool gpu) {
+        ScaledOutputs p;
+        p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
+                            : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
+        p.out = gpu ? device_out(out, o.scale) : host_out(c.expected_of(out), o.scale);
+        p.pre_activation = gpu ? device_out(pre, o.scale) : host_out(c.expected_of(pre), o.scale);
+        p.amax = gpu ? device_partials(amax) : host_partials(c.expected_of(amax));
+        return p;
+      };
+      c.run_and_compare(program(true), program(false), OutputTypes<DType::f32, DType::e4m3, DType::e5m2>{});
+      if (is_fp8(o.dtype)) {  // the scale made some values saturate (else this case tests less than it says)
+        const ref::Matrix d = out.host.matrix();
+        const double largest = o.dtype == DType::e4m3 ? 448.0 : 57344.0;
+        int64_t saturated = 0;
+        for (double v : d.data) saturated += std::fabs(v) == largest ? 1 : 0;
+        if (o.dtype == DType::e4m3) EXPECT_GT(saturated, 0);
+        else EXPECT_EQ(saturated, 0);
+      }
+    }
 }
 
 // dX = acc * silu'(pre) with the bias gradient as column sums (per-column bias) and as row sums.
@@ -152,7 +196,7 @@ TEST(StandardProgramsGpu, ActivationBackwardMatchesTheCpuExecutor) {
         p.bias_per_row = per_row;
         return p;
       };
-      c.run_and_compare(program(true), program(false), {false, true});
+      c.run_and_compare(program(true), program(false));
     }
 }
 
@@ -178,7 +222,7 @@ TEST(StandardProgramsGpu, ReductionsMatchTheCpuExecutor) {
       p.column_sums = partials(column_sums);
       return p;
     };
-    c.run_and_compare(program(true), program(false), {false, true, true, true, true});
+    c.run_and_compare(program(true), program(false));
   }
 }
 
@@ -199,7 +243,7 @@ TEST(StandardProgramsGpu, WideTileInputMatchesTheCpuExecutor) {
       p.wide_out = gpu ? device_out(wide_out) : host_out(c.expected_of(wide_out));
       return p;
     };
-    c.run_and_compare(program(true), program(false), {false, false});
+    c.run_and_compare(program(true), program(false));
   }
 }
 

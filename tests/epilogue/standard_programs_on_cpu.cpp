@@ -3,7 +3,7 @@
 #include "coda/epilogue/parts.hpp"
 #include "coda/epilogue/programs/standard.hpp"
 #include "coda/reference/epilogue_executor.hpp"
-#include "wide_input_program.hpp"
+#include "gpu_test_programs.hpp"
 
 namespace coda::test {
 
@@ -18,5 +18,6 @@ void run_on_cpu(const epilogue::LinearCombination& p, const ref::Matrix& acc) { 
 void run_on_cpu(const epilogue::ActivationBackward& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const epilogue::Reductions& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const WideInput& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const ScaledOutputs& p, const ref::Matrix& acc) { run(p, acc); }
 
 }  // namespace coda::test

@@ -2,14 +2,15 @@
 // mainloop's seam (gemm/epilogue_seam.cuh) that runs a program on each consumer warpgroup's part
 // of a tile, straight on the accumulator registers.
 //
-//   using Epilogue = coda::epilogue::ProgramEpilogue<MyProgram, /*staging buffers=*/2, DType::bf16>;
+//   // bf16 operands (and tile inputs), e4m3 tile outputs:
+//   using Epilogue = coda::epilogue::ProgramEpilogue<MyProgram, /*staging buffers=*/2, DType::bf16, DType::e4m3>;
 //   gemm_kernel<Config, Element, Major::k, Major::k, Epilogue><<<...>>>(params);  // params.epilogue: MyProgram
 //
 // How each primitive maps onto the hardware (the part is Rows x Cols fp32 values over 128
 // threads in the wgmma accumulator layout, epilogue_seam.cuh):
 //   map, map_pairs       unrolled over the thread's fragment; pairs are values 2j, 2j+1 (adjacent
 //                        columns of one row), so they need no data exchange
-//   tile loads           every TileIn is of the kernel's 16-bit type (launch_program checks the
+//   tile loads           every TileIn is of the operands' 16-bit type `In` (launch_program checks the
 //                        ones tile_inputs() lists, and the CPU executor that a program lists all
 //                        it reads): one read-only 32-bit load per pair of adjacent columns, at
 //                        the thread's first word plus a compile-time offset. (An L2 prefetch
@@ -28,10 +29,10 @@
 //   reduce               warp shuffles, then shared memory across the four warps
 //   stores               64-row subtiles, 128 bytes wide, through a ring of staging buffers in
 //                        the 128B-swizzled layout, then TMA stores (clipped at the problem edge).
-//                        The output type is part of the kernel (`Out`, every TileOut): with it
-//                        chosen at run time, the compiler hoists the program's values above the
-//                        type switch and the accumulators spill. fp8 outputs are scaled and
-//                        saturated on the way.
+//                        The output type is part of the kernel (`Out`, every TileOut; launch.cuh
+//                        picks it from the program's stores): with it chosen at run time, the
+//                        compiler hoists the program's values above the type switch and the
+//                        accumulators spill. fp8 outputs are scaled and saturated on the way.
 // Elements outside the problem are never handed to the program.
 #pragma once
 
@@ -70,13 +71,13 @@ template <DType Out>
 __device__ __forceinline__ void put1(uint32_t address, float scale, float v) {
   if constexpr (Out == DType::bf16) sm90::st_shared_b16(address, __bfloat16_as_ushort(__float2bfloat16_rn(v)));
   else if constexpr (Out == DType::f16) sm90::st_shared_b16(address, __half_as_ushort(__float2half_rn(v)));
-  else if constexpr (Out == DType::f32) sm90::st_shared_b32(address, __float_as_uint(v));
+  else if constexpr (Out == DType::f32) sm90::st_shared_f32(address, v);
   else sm90::st_shared_b8(address, __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2));
 }
 template <DType Out>
 __device__ __forceinline__ void put2(uint32_t address, float scale, float a, float b) {
   if constexpr (Out == DType::bf16 || Out == DType::f16) sm90::st_shared_b32(address, pack2<Out>(a, b));
-  else if constexpr (Out == DType::f32) sm90::st_shared_v2_b32(address, __float_as_uint(a), __float_as_uint(b));
+  else if constexpr (Out == DType::f32) sm90::st_shared_v2_f32(address, a, b);
   else
     sm90::st_shared_b16(address, __nv_cvt_float2_to_fp8x2(make_float2(a * scale, b * scale), __NV_SATFINITE,
                                                           Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2));
@@ -135,7 +136,7 @@ __device__ __forceinline__ State shuffle_xor(const State& s, int mask) {
 /// parts straddle the problem's last row or column and check every element; interior parts (all
 /// but a few) are compiled without any check: per-element predicates would not fit in registers
 /// next to the accumulators.
-template <class Acc, int Buffers, DType Out, bool Edge>
+template <class Acc, int Buffers, DType In, DType Out, bool Edge>
 class GpuTile {
  public:
   using Coordinates = mainloop::TileCoordinates;
@@ -179,7 +180,7 @@ class GpuTile {
   }
 
   // ---- 2 and 3. loads
-  // Tile inputs hold `Out` (16-bit) values with even ld and batch stride (launch_program checks),
+  // Tile inputs hold `In` (16-bit) values with even ld and batch stride (launch_program checks),
   // so an element pair (2j, 2j + 1) is one aligned 32-bit word. Each word is addressed as the
   // thread's first word plus (rows below it) * ld / 2 + (columns right of it) / 2: once a map is
   // unrolled those distances are constants, so both elements of a pair read the same word (one
@@ -326,8 +327,8 @@ class GpuTile {
   }
   // The low (even column) or high (odd column) 16-bit value of a word, as fp32.
   __device__ static float half_of(uint32_t word, int high) {
-    static_assert(Out == DType::bf16 || Out == DType::f16, "program kernels compute in bf16 or f16");
-    if constexpr (Out == DType::bf16) return __uint_as_float(high ? word & 0xffff0000u : word << 16);
+    static_assert(In == DType::bf16 || In == DType::f16, "program kernels take bf16 or f16 operands");
+    if constexpr (In == DType::bf16) return __uint_as_float(high ? word & 0xffff0000u : word << 16);
     else return __half2float(__ushort_as_half(uint16_t(high ? word >> 16 : word & 0xffffu)));
   }
 
@@ -372,6 +373,11 @@ class GpuTile {
     constexpr int kChunks = Acc::kCols / 8;
     constexpr int kOutChunkCols = W == Width::full ? 8 : W == Width::half ? 4 : 16;  // output columns per chunk
     constexpr int kSubtilesPerBlock = (kChunks * kOutChunkCols + kSubtileCols - 1) / kSubtileCols;
+    // A TMA store writes whole boxes (kSubtileCols wide, the TileOut's map): a part's output rows
+    // must fill them, or the box's rest would overwrite the next part's columns.
+    static_assert((kChunks * kOutChunkCols) % kSubtileCols == 0,
+                  "this store's output rows are narrower than one 128-byte TMA box (store_pairs with a "
+                  "1-byte output type: 64 bytes per part row); write it as a 16- or 32-bit type");
     const int lane = t_.thread % 32, warp = t_.thread / 32;
     const int64_t out_col0 = W == Width::full ? t_.col0 : W == Width::half ? t_.col0 / 2 : 2 * int64_t(t_.col0);
     fresh_limits();
@@ -449,8 +455,9 @@ class GpuTile {
 };
 
 /// The mainloop Epilogue that runs `Program` (whose descriptors are the kernel's epilogue
-/// parameters) on every consumer warpgroup's part of every tile; every TileOut is written as `Out`.
-template <class Program, int Buffers, DType Out>
+/// parameters) on every consumer warpgroup's part of every tile; every TileIn is read as `In`, the
+/// operands' type, and every TileOut written as `Out`.
+template <class Program, int Buffers, DType In, DType Out>
 struct ProgramEpilogue {
   using Params = Program;
 
@@ -465,10 +472,10 @@ struct ProgramEpilogue {
   __device__ void prepare(const Params& program, SharedStorage& s, Acc& acc, const mainloop::TileCoordinates& t,
                           Pending<Acc>&) {
     if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {
-      GpuTile<Acc, Buffers, Out, false> tile(acc, t, s.staging[t.consumer], next_buffer_);
+      GpuTile<Acc, Buffers, In, Out, false> tile(acc, t, s.staging[t.consumer], next_buffer_);
       program(tile);
     } else {
-      GpuTile<Acc, Buffers, Out, true> tile(acc, t, s.staging[t.consumer], next_buffer_);
+      GpuTile<Acc, Buffers, In, Out, true> tile(acc, t, s.staging[t.consumer], next_buffer_);
       program(tile);
     }
   }

@@ -46,6 +46,10 @@
 //   template <class Inputs>
 //   CODA_HD void tile_inputs(Inputs& in) const { in(residual); }   // each TileIn read by t.load
 //
+// launch_program (launch.cuh) also runs the call operator once on the host, on a tile that only
+// records stores (output_types.hpp), to find the type the tile outputs are written in: so the
+// operator is CODA_HD, and which stores a program makes depends on its arguments, not on data.
+//
 // Rules: operations run in program order; a map changes the values later primitives see. Only
 // elements inside the problem (row < M, col < N) are visited. Programs may not depend on the
 // order in which elements are visited, only on their (row, col).

@@ -27,8 +27,14 @@ __device__ __forceinline__ void st_shared_b16(uint32_t address, uint16_t v) {
 __device__ __forceinline__ void st_shared_b32(uint32_t address, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
 }
-__device__ __forceinline__ void st_shared_v2_b32(uint32_t address, uint32_t a, uint32_t b) {
-  asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(address), "r"(a), "r"(b) : "memory");
+// fp32 values are stored as floats ("f" operands): passed as integers (__float_as_uint), an
+// accumulator value got a mov to an integer register inside the K loop, right after its wgmma,
+// and ptxas then had to wait on every wgmma there (warning C7517: "warpgroup.wait is injected").
+__device__ __forceinline__ void st_shared_f32(uint32_t address, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v2_f32(uint32_t address, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(a), "f"(b) : "memory");
 }
 
 }  // namespace coda::sm90
