@@ -74,19 +74,19 @@ struct LogSumExp {
     float m = v[0];
     for (int i = 1; i < N; ++i) m = fmaxf(m, v[i]);
     // Every exp is computed and then selected: with the exp inside the condition the compiler
-    // branches around each one, and a warp then waits out every exp's latency in turn. Four
-    // running sums keep the additions from forming one long dependent chain.
+    // branches around each one, and a warp then waits out every exp's latency in turn. The terms
+    // are then added as Sum::fold adds a row (four running sums, not one dependent chain).
     // exp(v - m) = 2^(v log2(e) - m log2(e)): one fused multiply-add and the hardware's 2^x, a
     // third of expf's instructions. The rounding of m log2(e) costs about |m| x 1e-7 relative
     // (1e-5 for logits near 100), within what fp32 partials of a bf16 GEMM promise.
     constexpr float kLog2e = 1.44269504088896341f;
     const float m_log2e = m * kLog2e;
-    float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float terms[N];
     for (int i = 0; i < N; ++i) {
       const float e = exp2f(fmaf(v[i], kLog2e, -m_log2e));
-      sums[i % 4] += v[i] == m ? 1.0f : e;
+      terms[i] = v[i] == m ? 1.0f : e;
     }
-    return {m, (sums[0] + sums[1]) + (sums[2] + sums[3])};
+    return {m, Sum::fold(terms)};
   }
 };
 
