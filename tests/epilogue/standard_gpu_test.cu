@@ -64,8 +64,8 @@ struct Case {
 
   // Run `gpu` (device descriptors) through the GEMM and `cpu` (host descriptors) on the product,
   // then compare every output.
-  template <class Program, DType... Also>
-  void run_and_compare(const Program& gpu, const Program& cpu, OutputTypes<Also...> output_types = {}) {
+  template <class GpuProgram, class CpuProgram, DType... Also>
+  void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, OutputTypes<Also...> output_types = {}) {
     const mainloop::LaunchPlan plan = plan_program({x.view(), Major::k}, {w.view(), Major::k}, {}, "test");
     launch_program(plan, gpu, nullptr, output_types);
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
@@ -100,38 +100,45 @@ epilogue::Partials host_partials(HostTensor& t) { return {reinterpret_cast<float
 
 // D = gelu_tanh(alpha acc + beta[row] C + gamma X2 + column bias + row bias), with the
 // pre-activation and the amax of D per part: two tile inputs, vector scales, a whole-part reduction.
+// Twice: with the activation's kind read at run time (LinearCombination) and fixed at compile time
+// (LinearCombinationWith, a kernel of its own), each against the CPU executor's LinearCombination.
 TEST(StandardProgramsGpu, LinearCombinationMatchesTheCpuExecutor) {
   CODA_REQUIRE_HOPPER();
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
-    Case c(s);
-    DeviceTensor source(DType::bf16, s.m, s.n), second(DType::bf16, s.m, s.n), column_bias(DType::f32, 1, s.n),
-        row_bias(DType::bf16, 1, s.m), beta(DType::f32, 1, s.m);
-    for (DeviceTensor* t : {&source, &second, &column_bias, &row_bias, &beta}) t->random();
-    DeviceTensor& out = c.output(DType::bf16, s.m, s.n);
-    DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
-    DeviceTensor& amax = c.output(DType::f32, parts(s.m, kPartRows), parts(s.n, kPartCols));
+  for (const bool fixed_activation : {false, true})
+    for (const Shape& s : kShapes) {
+      SCOPED_TRACE(::testing::Message() << (fixed_activation ? "LinearCombinationWith" : "LinearCombination")
+                                        << ", M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
+      Case c(s);
+      DeviceTensor source(DType::bf16, s.m, s.n), second(DType::bf16, s.m, s.n), column_bias(DType::f32, 1, s.n),
+          row_bias(DType::bf16, 1, s.m), beta(DType::f32, 1, s.m);
+      for (DeviceTensor* t : {&source, &second, &column_bias, &row_bias, &beta}) t->random();
+      DeviceTensor& out = c.output(DType::bf16, s.m, s.n);
+      DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
+      DeviceTensor& amax = c.output(DType::f32, parts(s.m, kPartRows), parts(s.n, kPartCols));
 
-    auto program = [&](bool gpu) {
-      epilogue::LinearCombination p;
-      p.alpha = epilogue::Scale::constant(1.5f);
-      p.source = gpu ? device_in(source) : host_in(source);
-      p.beta.per_row = gpu ? epilogue::column_vector(beta.vector_view(), "beta")
-                           : epilogue::ColumnVector{beta.host.bytes.data(), DType::f32, 0};
-      p.second_source = gpu ? device_in(second) : host_in(second);
-      p.gamma = epilogue::Scale::constant(0.25f);
-      p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
-                          : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
-      p.row_bias = gpu ? epilogue::column_vector(row_bias.vector_view(), "row_bias")
-                       : epilogue::ColumnVector{row_bias.host.bytes.data(), DType::bf16, 0};
-      p.activation.kind = epilogue::Activation::gelu_tanh;
-      p.out = gpu ? device_out(out) : host_out(c.expected_of(out));
-      p.pre_activation = gpu ? device_out(pre) : host_out(c.expected_of(pre));
-      p.amax = gpu ? device_partials(amax) : host_partials(c.expected_of(amax));
-      return p;
-    };
-    c.run_and_compare(program(true), program(false));
-  }
+      auto program = [&](bool gpu, auto p) {
+        p.alpha = epilogue::Scale::constant(1.5f);
+        p.source = gpu ? device_in(source) : host_in(source);
+        p.beta.per_row = gpu ? epilogue::column_vector(beta.vector_view(), "beta")
+                             : epilogue::ColumnVector{beta.host.bytes.data(), DType::f32, 0};
+        p.second_source = gpu ? device_in(second) : host_in(second);
+        p.gamma = epilogue::Scale::constant(0.25f);
+        p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
+                            : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
+        p.row_bias = gpu ? epilogue::column_vector(row_bias.vector_view(), "row_bias")
+                         : epilogue::ColumnVector{row_bias.host.bytes.data(), DType::bf16, 0};
+        p.activation.kind = epilogue::Activation::gelu_tanh;
+        p.out = gpu ? device_out(out) : host_out(c.expected_of(out));
+        p.pre_activation = gpu ? device_out(pre) : host_out(c.expected_of(pre));
+        p.amax = gpu ? device_partials(amax) : host_partials(c.expected_of(amax));
+        return p;
+      };
+      const epilogue::LinearCombination on_cpu = program(false, epilogue::LinearCombination{});
+      if (fixed_activation)
+        c.run_and_compare(program(true, epilogue::LinearCombinationWith<epilogue::Activation::gelu_tanh>{}), on_cpu);
+      else
+        c.run_and_compare(program(true, epilogue::LinearCombination{}), on_cpu);
+    }
 }
 
 // Each non-16-bit output type, through ScaledOutputs (LinearCombination's fp8 use): D and its

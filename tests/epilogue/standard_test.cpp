@@ -218,6 +218,35 @@ TEST_P(EpilogueLinearCombination, Fp8OutputsWithScaleAndAmax) {
   }
 }
 
+// LinearCombinationWith<kind> (the kind fixed at compile time) computes what LinearCombination
+// with that kind computes, bit for bit: the same fp32 operations in the same order.
+TEST_P(EpilogueLinearCombination, ActivationFixedAtCompileTimeGivesTheSameBits) {
+  const auto acc = random_accumulators(kShape);
+  const HostTensor source = random_input(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
+  const ScaleOperand bias(ScaleKind::per_column);
+  auto run = [&](auto program) {
+    HostTensor out = poisoned_output(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
+    HostTensor pre = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
+    program.alpha = {.value = 1.5f};
+    program.source = tile_in(source);
+    program.beta = {.value = -0.5f};
+    program.column_bias = bias.program().per_column;
+    program.pre_activation = tile_out(pre);
+    program.out = tile_out(out);
+    run_batches(program, acc, part());
+    return std::pair{out.bytes, pre.bytes};
+  };
+  epilogue::LinearCombination at_run_time;
+  at_run_time.activation.kind = epilogue::Activation::gelu_tanh;
+  const epilogue::LinearCombinationWith<epilogue::Activation::gelu_tanh> fixed;
+  EXPECT_EQ(fixed.activation.kind, epilogue::Activation::gelu_tanh);
+  const auto [want_out, want_pre] = run(at_run_time);
+  const auto [got_out, got_pre] = run(fixed);
+  EXPECT_TRUE(got_out == want_out);
+  EXPECT_TRUE(got_pre == want_pre);
+  EXPECT_FALSE(got_out == run(epilogue::LinearCombination{}).first);  // the activation changed the bits
+}
+
 // As in BLAS, a source whose scale is a scalar zero is never read: NaN in it does not reach D.
 TEST_P(EpilogueLinearCombination, ZeroScalarScaleNeverReadsItsSource) {
   const auto acc = random_accumulators(kShape);

@@ -2,7 +2,8 @@
 // provide it), each a short program.
 //
 //   LinearCombination   D = act(alpha * acc + beta * C + gamma * X2 + bias), each term optional;
-//                       optionally also the pre-activation (for the backward) and amax
+//                       optionally also the pre-activation (for the backward) and amax;
+//                       LinearCombinationWith<Activation::k> fixes act at compile time (faster)
 //   ActivationBackward  dX = acc * act'(pre), with the bias gradient as a column (per-column bias)
 //                       or row (per-row bias) reduction of dX, like cuBLASLt's DGELU_BGRAD
 //   Reductions          row sums / sums of squares / max and column sums of acc, plus the output
@@ -61,7 +62,13 @@ struct Scale {
   }
 };
 
-struct LinearCombination {
+/// D = act(alpha acc + beta C + gamma X2 + column bias + row bias). `LinearCombination` reads the
+/// activation's kind at run time; `LinearCombinationWith<Activation::gelu_tanh>` fixes it at
+/// compile time (its `activation.kind` starts as that kind and is not read; slope, lo and hi are),
+/// a kernel per activation, much faster on the GPU (bench/RESULTS.md: bias + GELU 1.32-1.76 of the
+/// plain GEMM with the kind at run time).
+template <bool kActivationAtRunTime, Activation kActivation = Activation::identity>
+struct LinearCombinationProgram {
   Scale alpha{};
   TileIn source{};          // C (optional)
   Scale beta = Scale::constant(0.0f);
@@ -69,7 +76,7 @@ struct LinearCombination {
   Scale gamma = Scale::constant(0.0f);
   RowVector column_bias{};  // optional, N
   ColumnVector row_bias{};  // optional, M
-  ActivationFunction activation{};
+  ActivationFunction activation{kActivation};
   TileOut pre_activation{};  // optional
   Partials amax{};           // optional: max |D| per part (before an fp8 output's scale)
   TileOut out{};
@@ -81,11 +88,11 @@ struct LinearCombination {
   }
 
   // One map per term present, in the order alpha acc + beta C + gamma X2 + column bias + row bias,
-  // each behind a branch on the arguments (uniform over the tile), and the activation's map chosen
-  // once per tile (visit). Every option is a run-time argument, so the GPU kernel holds every
-  // combination's code: ptxas then spills ~5 KB beside the 128 accumulators (measured; each path
-  // alone spills little or nothing, and a kernel specialized per activation did not finish
-  // compiling in 10 minutes). The fused ops are programs of their own and spill nothing.
+  // each behind a branch on the arguments (uniform over the tile). Every option is a run-time
+  // argument, so the GPU kernel holds every combination's code, and ptxas spills beside the 128
+  // accumulators: ~5.4 KB with the activation's kind read at run time (its map chosen once per
+  // tile, by visit), ~1 KB with it fixed (each path alone: 0-340 bytes). The fused ops are
+  // programs of their own and spill nothing.
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     alpha.multiply(t);
@@ -94,14 +101,23 @@ struct LinearCombination {
     if (column_bias.data) t.map([&](Element& x) { x.value += t.load(column_bias, x); });
     if (row_bias.data) t.map([&](Element& x) { x.value += t.load(row_bias, x); });
     if (pre_activation.data) t.store(pre_activation);
-    if (activation.kind != Activation::identity)
-      activation.visit([&](auto kind) {
-        t.map([&](Element& x) { x.value = activation.template value_of<decltype(kind)::value>(x.value); });
-      });
+    if constexpr (kActivationAtRunTime) activation.visit([&](auto kind) { activate<decltype(kind)::value>(t); });
+    else activate<kActivation>(t);
     if (amax.data) t.reduce(amax, Max{}, [](const Element& x) { return fabsf(x.value); });
     t.store(out);
   }
+
+ private:
+  template <Activation Kind, class Tile>
+  CODA_HD void activate(Tile& t) const {
+    if constexpr (Kind != Activation::identity)
+      t.map([&](Element& x) { x.value = activation.template value_of<Kind>(x.value); });
+  }
 };
+
+using LinearCombination = LinearCombinationProgram<true>;
+template <Activation Kind>
+using LinearCombinationWith = LinearCombinationProgram<false, Kind>;
 
 struct ActivationBackward {
   TileIn pre_activation{};  // the saved pre-activation, M x N
