@@ -2,7 +2,9 @@
 // coda::gemm_program with a one- or two-primitive program on the same shape (M = 16384,
 // N = 2048, the K given) and reports its time over the plain GEMM on the programs' tile
 // configuration (pingpong_m128n128) and over coda's default GEMM. A ratio near 1 means the
-// primitive hides behind the other consumer warpgroup's MMAs.
+// primitive hides behind the other consumer warpgroup's MMAs. More rows: an e4m3 output (scaled,
+// saturating), and the standard set's LinearCombination computing bias + GELU (the epilogue of
+// CUTLASS's numbers in PERFORMANCE.md), with the activation's kind read at run time and fixed.
 #include "primitives_bench.hpp"
 
 #include <cuda_runtime.h>
@@ -15,6 +17,7 @@
 #include "coda/core/device.hpp"
 #include "coda/epilogue/host_arguments.hpp"
 #include "coda/epilogue/launch.cuh"
+#include "coda/epilogue/programs/standard.hpp"
 #include "coda/gemm/gemm.hpp"
 #include "device_fill.hpp"
 #include "timing.hpp"
@@ -107,6 +110,7 @@ int primitives_benchmark(int, char**) {
     const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true);
     const TensorView out = allocate(bf, m, n, false), second = allocate(bf, m, n, false);
     const TensorView half = allocate(bf, m, n / 2, false), in = allocate(bf, m, n, true);
+    const TensorView fp8_out = allocate(DType::e4m3, m, n, false);
     const TensorView row_vector_view = TensorView::vector(allocate(DType::f32, 1, n, true).data, DType::f32, n);
     const TensorView column_vector_view = TensorView::vector(allocate(DType::f32, 1, m, true).data, DType::f32, m);
     const TensorView row_parts = allocate(DType::f32, m, n / kPartCols, false);
@@ -117,8 +121,8 @@ int primitives_benchmark(int, char**) {
     const double pingpong_ms = pooled_median_ms([&](int) { gemm(a, b, out, stream, pingpong); }, stream);
     const double default_ms = pooled_median_ms([&](int) { gemm(a, b, out, stream); }, stream);
     const mainloop::LaunchPlan plan = plan_program(a, b, {}, "coda bench primitives");
-    auto row = [&](const char* name, auto program) {
-      const double ms = pooled_median_ms([&](int) { launch_program(plan, program, stream); }, stream);
+    auto row = [&]<DType... Also>(const char* name, auto program, OutputTypes<Also...> output_types = {}) {
+      const double ms = pooled_median_ms([&](int) { launch_program(plan, program, stream, output_types); }, stream);
       std::printf("%-28s %6lld %10.4f %10.4f %10.4f %9.3f %9.3f\n", name, (long long)k, ms, pingpong_ms, default_ms,
                   ms / pingpong_ms, ms / default_ms);
     };
@@ -131,6 +135,15 @@ int primitives_benchmark(int, char**) {
     row("row_reduce Sum", RowSumSquares{row_partials(row_parts, "parts")});
     row("row_reduce LogSumExp", RowLogSumExp{row_partials(row_parts, "parts")});
     row("column_reduce Sum", ColumnSum{column_partials(column_parts, "parts")});
+    row("store (e4m3 out, scaled)", StoreOnly{tile_out(fp8_out, "out", 4.0f)}, OutputTypes<DType::e4m3>{});
+    auto bias_gelu = [&](auto program) {
+      program.column_bias = row_vector(row_vector_view, "bias");
+      program.activation.kind = epilogue::Activation::gelu_tanh;
+      program.out = tile_out(out, "out");
+      return program;
+    };
+    row("LinearCombination bias+GELU", bias_gelu(epilogue::LinearCombination{}));
+    row("  GELU fixed (...With<>)", bias_gelu(epilogue::LinearCombinationWith<epilogue::Activation::gelu_tanh>{}));
   }
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (void* p : blocks) cudaFree(p);
