@@ -3,7 +3,7 @@
 //
 //   LinearCombination   D = act(alpha * acc + beta * C + gamma * X2 + bias), each term optional;
 //                       optionally also the pre-activation (for the backward) and amax;
-//                       LinearCombinationWith<Activation::k> fixes act at compile time (faster)
+//                       LinearCombinationWith<Activation::k> fixes act at compile time
 //   ActivationBackward  dX = acc * act'(pre), with the bias gradient as a column (per-column bias)
 //                       or row (per-row bias) reduction of dX, like cuBLASLt's DGELU_BGRAD
 //   Reductions          row sums / sums of squares / max and column sums of acc, plus the output
@@ -65,8 +65,9 @@ struct Scale {
 /// D = act(alpha acc + beta C + gamma X2 + column bias + row bias). `LinearCombination` reads the
 /// activation's kind at run time; `LinearCombinationWith<Activation::gelu_tanh>` fixes it at
 /// compile time (its `activation.kind` starts as that kind and is not read; slope, lo and hi are),
-/// a kernel per activation, much faster on the GPU (bench/RESULTS.md: bias + GELU 1.32-1.76 of the
-/// plain GEMM with the kind at run time).
+/// a kernel per activation. Both are slow on the GPU yet (`coda bench primitives`, H200, bias + GELU
+/// over the plain GEMM at K = 2048 / 4096: 1.73 / 1.38 with the kind at run time, 1.50 / 1.25
+/// fixed): every other option is still a run-time argument, and the kernel spills.
 template <bool kActivationAtRunTime, Activation kActivation = Activation::identity>
 struct LinearCombinationProgram {
   Scale alpha{};
