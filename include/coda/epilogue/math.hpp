@@ -23,14 +23,13 @@ CODA_HD float silu_derivative(float g) {
 
 enum class Activation : uint8_t { identity, relu, gelu_erf, gelu_tanh, silu, sigmoid, tanh, hardswish, leaky_relu, clamp };
 
-/// An activation with its parameters (slope for leaky_relu, [lo, hi] for clamp).
+/// An activation with its parameters (slope for leaky_relu, [lo, hi] for clamp). Its kind is
+/// chosen once, outside a map over the tile, and the map then runs without a branch on it (a
+/// switch per element, next to 128 accumulators, spilled ~5 KB in LinearCombination):
 ///
-///   f(x), f.derivative(x)                  one value (a branch on the kind each call)
-///   f.visit([&](auto kind) { ... f.value_of<kind()>(x) ... })
-///                                          one branch on the kind, then code without any: a map
-///                                          over a tile put inside visit runs branch-free (the
-///                                          switch per element, next to 128 accumulators,
-///                                          spilled ~5 KB in LinearCombination)
+///   f.visit([&](auto kind) {
+///     t.map([&](Element& x) { x.value = f.value_of<decltype(kind)::value>(x.value); });
+///   });
 struct ActivationFunction {
   Activation kind = Activation::identity;
   float slope = 0.01f;
@@ -92,17 +91,6 @@ struct ActivationFunction {
       case Activation::leaky_relu: return f(std::integral_constant<Activation, Activation::leaky_relu>{});
       case Activation::clamp: return f(std::integral_constant<Activation, Activation::clamp>{});
     }
-  }
-
-  CODA_HD float operator()(float x) const {
-    float y = x;
-    visit([&](auto k) { y = value_of<decltype(k)::value>(x); });
-    return y;
-  }
-  CODA_HD float derivative(float x) const {
-    float d = 1.0f;
-    visit([&](auto k) { d = derivative_of<decltype(k)::value>(x); });
-    return d;
   }
 };
 
