@@ -28,7 +28,13 @@ struct CrossEntropyPartials {
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
-    if (softcap > 0.0f) t.map([&](Element& x) { x.value = softcap * tanhf(x.value / softcap); });
+    if (softcap > 0.0f) {
+      // One division per tile, not per element: in SASS an IEEE division is a call to its slow
+      // path, and with 128 of them the kernel's K loop fell out of the uniform datapath (an R2UR
+      // before every wgmma; the loop then competes for issue with the other consumer's epilogue).
+      const float inverse_softcap = 1.0f / softcap;
+      t.map([&](Element& x) { x.value = softcap * tanhf(x.value * inverse_softcap); });
+    }
     if (logits.data) t.store(logits);
     t.row_reduce(lse, LogSumExp{}, [](const Element& x) { return x.value; });
     t.row_reduce(target_logit, Pick{}, [&](const Element& x) {
