@@ -7,7 +7,9 @@ out=${OUT:-device-out}; mkdir -p "$out"
 filter=${1:-*}; set_name=${2:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv | tee "$out/gpu.txt"
 gtest_dir=$( [ -d .devbin/googletest ] && echo "-DCODA_GTEST_SOURCE_DIR=$PWD/.devbin/googletest" )
-{ cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release $gtest_dir && cmake --build build-device; } \
+# Only what runs here: the library, the GPU tests and the CLI (the CPU tests run in CI).
+{ cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release $gtest_dir &&
+  cmake --build build-device --target coda_gpu_tests coda_cli; } \
   > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "build ok ($(grep -c 'spill stores' "$out/build.log") kernels reported; spilling: $(grep 'spill stores' "$out/build.log" | grep -vc ' 0 bytes spill stores'))"
 # SASS: matrix and copy instructions present, no local memory in the GEMM kernels.

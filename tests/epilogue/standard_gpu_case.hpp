@@ -1,0 +1,104 @@
+// The harness of the standard set's GPU tests (standard_gpu_*_test.cu): a GEMM case with its
+// fp64 product, poisoned device outputs and host copies the CPU executor fills, and the
+// descriptors of a tensor for each executor. Split over several files so that their kernels
+// (each program is a kernel per output type) compile in parallel.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "coda/epilogue/launch.cuh"
+#include "coda/epilogue/parts.hpp"
+#include "coda/epilogue/programs/standard.hpp"
+#include "coda/reference/gemm.hpp"
+#include "coda/reference/matrix.hpp"
+#include "support/device_tensor.hpp"
+#include "gpu_test_programs.hpp"
+
+namespace coda::test {
+
+// standard_programs_on_cpu.cpp
+void run_on_cpu(const epilogue::LinearCombination& program, const ref::Matrix& accumulators);
+void run_on_cpu(const epilogue::ActivationBackward& program, const ref::Matrix& accumulators);
+void run_on_cpu(const epilogue::Reductions& program, const ref::Matrix& accumulators);
+void run_on_cpu(const WideInput& program, const ref::Matrix& accumulators);
+void run_on_cpu(const ScaledOutputs& program, const ref::Matrix& accumulators);
+
+namespace standard_gpu {
+
+using epilogue::kPartCols;
+using epilogue::kPartRows;
+
+// GPU and CPU executors see accumulators that differ by fp32 summation order only: 16-bit and fp8
+// outputs then differ by one ulp of their type here and there, fp32 ones (tile outputs and
+// partials) by a few fp32 roundings.
+inline double tolerance(DType output) {
+  if (output == DType::f32) return 1e-5;
+  return is_fp8(output) ? 1e-2 : 2e-3;
+}
+
+struct Shape {
+  int64_t m, n, k;
+};
+constexpr Shape kShapes[] = {{1, 264, 64}, {200, 600, 136}, {129, 1030, 264}};
+
+inline int64_t parts(int64_t extent, int64_t part) { return (extent + part - 1) / part; }
+
+// The tensors of one case: the operands, their fp64 product (the CPU executor's accumulators),
+// and every output twice, a device copy (poisoned) and a host copy the CPU executor fills.
+struct Case {
+  explicit Case(const Shape& s) : shape(s), x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k) {
+    outputs.reserve(kMaxOutputs);
+    expected.reserve(kMaxOutputs);
+    x.random();
+    w.random();
+    product = ref::gemm(x.host.matrix(), Major::k, w.host.matrix(), Major::k);
+  }
+  DeviceTensor& output(DType dtype, int64_t rows, int64_t cols) {
+    EXPECT_LT(outputs.size(), kMaxOutputs) << "descriptors point into `outputs`: it must not reallocate";
+    outputs.emplace_back(dtype, rows, cols).poison();
+    expected.emplace_back(dtype, rows, cols, outputs.back().host.view.ld());
+    return outputs.back();
+  }
+  HostTensor& expected_of(const DeviceTensor& out) { return expected[std::size_t(&out - outputs.data())]; }
+
+  // Run `gpu` (device descriptors) through the GEMM and `cpu` (host descriptors) on the product,
+  // then compare every output.
+  template <class GpuProgram, class CpuProgram, DType... Also>
+  void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, OutputTypes<Also...> output_types = {}) {
+    const mainloop::LaunchPlan plan = plan_program({x.view(), Major::k}, {w.view(), Major::k}, {}, "test");
+    launch_program(plan, gpu, nullptr, output_types);
+    CODA_CUDA_CHECK(cudaDeviceSynchronize());
+    run_on_cpu(cpu, product);
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      outputs[i].download();
+      const ref::Matrix got = outputs[i].host.matrix(), want = expected[i].matrix();
+      int64_t unwritten = 0;
+      for (double v : got.data) unwritten += std::isnan(v) ? 1 : 0;
+      EXPECT_EQ(unwritten, 0) << "output " << i;
+      EXPECT_LT(ref::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
+    }
+  }
+
+  static constexpr std::size_t kMaxOutputs = 8;
+  Shape shape;
+  DeviceTensor x, w;
+  ref::Matrix product;
+  std::vector<DeviceTensor> outputs;  // kMaxOutputs reserved up front: descriptors point into them
+  std::vector<HostTensor> expected;
+};
+
+// Descriptors of a tensor for each executor.
+inline epilogue::TileOut device_out(const DeviceTensor& t, float scale = 1.0f) { return epilogue::tile_out(t.view(), "out", scale); }
+inline epilogue::TileOut host_out(HostTensor& t, float scale = 1.0f) { return {t.bytes.data(), t.view.dtype, t.view.ld(), 0, scale}; }
+inline epilogue::TileIn device_in(const DeviceTensor& t) { return epilogue::tile_in(t.view(), "in"); }
+inline epilogue::TileIn host_in(const DeviceTensor& t) { return {t.host.bytes.data(), t.host.view.dtype, t.host.view.ld(), 0}; }
+inline epilogue::Partials device_partials(const DeviceTensor& t) {
+  return {static_cast<float*>(t.view().data), t.host.view.ld(), 1, 0};
+}
+inline epilogue::Partials host_partials(HostTensor& t) { return {reinterpret_cast<float*>(t.bytes.data()), t.view.ld(), 1, 0}; }
+
+}  // namespace standard_gpu
+}  // namespace coda::test

@@ -1,0 +1,50 @@
+// The GPU executor's f32 and fp8 tile outputs against the CPU executor (standard_gpu_case.hpp).
+#include "standard_gpu_case.hpp"
+
+namespace coda::test {
+namespace {
+
+using namespace standard_gpu;
+
+// Each non-16-bit output type, through ScaledOutputs (LinearCombination's fp8 use): D and its
+// pre-activation in the type, with the amax of D per part (before the scale). e4m3's scale makes
+// the largest values saturate at 448; e5m2's keeps them in range.
+TEST(StandardProgramsGpu, OutputTypesMatchTheCpuExecutor) {
+  CODA_REQUIRE_HOPPER();
+  struct Output {
+    DType dtype;
+    float scale;
+  };
+  for (const Output o : {Output{DType::f32, 1.0f}, Output{DType::e4m3, 100.0f}, Output{DType::e5m2, 0.25f}})
+    for (const Shape& s : kShapes) {
+      SCOPED_TRACE(::testing::Message() << name(o.dtype) << " out, M=" << s.m << " N=" << s.n << " K=" << s.k << ", "
+                                        << seed_note());
+      Case c(s);
+      DeviceTensor column_bias(DType::f32, 1, s.n);
+      column_bias.random();
+      DeviceTensor& out = c.output(o.dtype, s.m, s.n);
+      DeviceTensor& pre = c.output(o.dtype, s.m, s.n);
+      DeviceTensor& amax = c.output(DType::f32, parts(s.m, kPartRows), parts(s.n, kPartCols));
+      auto program = [&](bool gpu) {
+        ScaledOutputs p;
+        p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
+                            : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
+        p.out = gpu ? device_out(out, o.scale) : host_out(c.expected_of(out), o.scale);
+        p.pre_activation = gpu ? device_out(pre, o.scale) : host_out(c.expected_of(pre), o.scale);
+        p.amax = gpu ? device_partials(amax) : host_partials(c.expected_of(amax));
+        return p;
+      };
+      c.run_and_compare(program(true), program(false), OutputTypes<DType::f32, DType::e4m3, DType::e5m2>{});
+      if (is_fp8(o.dtype)) {  // the scale made some values saturate (else this case tests less than it says)
+        const ref::Matrix d = out.host.matrix();
+        const double largest = o.dtype == DType::e4m3 ? 448.0 : 57344.0;
+        int64_t saturated = 0;
+        for (double v : d.data) saturated += std::fabs(v) == largest ? 1 : 0;
+        if (o.dtype == DType::e4m3) EXPECT_GT(saturated, 0);
+        else EXPECT_EQ(saturated, 0);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace coda::test
