@@ -14,6 +14,10 @@
 //     template <class Acc>
 //     __device__ bool write(const Params&, SharedStorage&, const Pending<Acc>&, const TileCoordinates&, int step);
 //     __device__ void finish(const Params&, SharedStorage&, const TileCoordinates&);  // before exit
+//     // Optional, for measurements (bench/tile_timeline.cu): told, by every thread of a consumer
+//     // warpgroup, when a tile's MMAs begin, when its accumulators are final and when prepare()
+//     // (and, ping-pong, every write()) of the tile is done:
+//     __device__ void mark(const Params&, TileEvent, const TileCoordinates&);
 //   };
 //
 // prepare() does everything that needs the accumulators (the math; converting and packing the
@@ -40,6 +44,9 @@ struct TileCoordinates {
   int32_t consumer;    // which consumer warpgroup (0 or 1)
   int32_t thread;      // thread index within the warpgroup, 0..127
 };
+
+/// The moments of a tile an epilogue's mark() hears of, in order.
+enum class TileEvent : int { mma_begin = 0, accumulators_final = 1, epilogue_done = 2 };
 
 /// The accumulators of one consumer warpgroup: Rows x Cols fp32 values spread over 128 threads
 /// as (Rows / 64) blocks of the wgmma m64nCols fragment.

@@ -199,6 +199,12 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
   return true;
 }
 
+/// Whether the epilogue listens to a tile's moments (epilogue_seam.cuh: mark()).
+template <class Epilogue>
+constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Params& p, const TileCoordinates& t) {
+  e.mark(p, TileEvent::mma_begin, t);
+};
+
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
 __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<typename Epilogue::Params> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -318,6 +324,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
           turn_phase ^= 1;
         }
       }
+      if constexpr (kMarksTiles<Epilogue>) epilogue.mark(p.epilogue, TileEvent::mma_begin, coords);
       coords.row0 = unit.tile_m * Config::kBlockM + part_row;
       coords.col0 = unit.tile_n * Config::kBlockN + part_col;
       coords.batch = unit.batch;
@@ -360,6 +367,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
 #pragma unroll
       for (int block = 0; block < Acc::kBlocks; ++block) sm90::accumulators_fence(acc.value[block]);
       release_slot<Config>(empty_barriers + 8 * previous, lane);
+      if constexpr (kMarksTiles<Epilogue>) epilogue.mark(p.epilogue, TileEvent::accumulators_final, coords);
 
       if (unit.segments > 1 &&
           !combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival, p.m - coords.row0, consumer,
@@ -376,6 +384,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
         has_pending = true;
         write_step = 0;
       }
+      if constexpr (kMarksTiles<Epilogue>) epilogue.mark(p.epilogue, TileEvent::epilogue_done, coords);
     }
     while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
     epilogue.finish(p.epilogue, s.epilogue, coords);

@@ -1,0 +1,245 @@
+// coda bench timeline: where a program kernel's time goes, tile by tile. The programs run on the
+// ping-pong tile, where one consumer warpgroup's epilogue should hide behind the other's MMAs;
+// this says whether it does. Thread 0 of each consumer reads the SM clock (clock64) when a tile's
+// MMAs begin, when its accumulators are final and when its program is done (the mainloop's
+// mark() hook, gemm/epilogue_seam.cuh), and the table averages over the tiles:
+//
+//   MMA        cycles from the start of a tile's MMAs to final accumulators (the K loop; it grows
+//              when the other consumer's epilogue slows it down)
+//   epilogue   cycles of the program, prepare() and its stores
+//   turn wait  cycles a consumer then waits before its next tile's MMAs may start: the slack its
+//              epilogue left (0: the epilogue, not the MMAs, set the pace)
+//   span       cycles from a CTA's first MMA to its last epilogue, and the clock that span and the
+//              kernel's time imply: the GPU lowers its clock under its power limit, so a kernel
+//              can be slower at the same cycle count
+//
+// Programs: a plain store, a tile load + store, and the library's residual + RMSNorm and
+// cross-entropy programs (with soft-capping), at the shapes of `coda bench ops`.
+#include "tile_timeline.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "coda/core/device.hpp"
+#include "coda/epilogue/host_arguments.hpp"
+#include "coda/epilogue/launch.cuh"
+#include "coda/epilogue/programs/cross_entropy.hpp"
+#include "coda/epilogue/programs/rmsnorm.hpp"
+#include "device_fill.hpp"
+
+namespace coda::bench {
+namespace {
+
+using namespace coda::epilogue;
+using mainloop::TileCoordinates;
+using mainloop::TileEvent;
+
+/// `Inner` (an epilogue of the seam), with the clock read at each of a tile's events by thread 0
+/// of its consumer: clocks[((cta * 2 + consumer) * tiles + tile) * 3 + event].
+template <class Inner>
+struct TimedEpilogue {
+  struct Params {
+    typename Inner::Params inner;
+    unsigned long long* clocks;
+    int32_t tiles;  // slots per consumer
+  };
+  using SharedStorage = typename Inner::SharedStorage;
+  template <class Acc>
+  using Pending = typename Inner::template Pending<Acc>;
+
+  template <class Acc>
+  __device__ void prepare(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t, Pending<Acc>& out) {
+    inner_.prepare(p.inner, s, acc, t, out);
+  }
+  template <class Acc>
+  __device__ bool write(const Params& p, SharedStorage& s, const Pending<Acc>& in, const TileCoordinates& t, int step) {
+    return inner_.write(p.inner, s, in, t, step);
+  }
+  __device__ void finish(const Params& p, SharedStorage& s, const TileCoordinates& t) { inner_.finish(p.inner, s, t); }
+
+  __device__ void mark(const Params& p, TileEvent event, const TileCoordinates& t) {
+    if (t.thread == 0 && tile_ < p.tiles)
+      p.clocks[((int64_t(blockIdx.x) * 2 + t.consumer) * p.tiles + tile_) * 3 + int(event)] = clock64();
+    if (event == TileEvent::epilogue_done) ++tile_;
+  }
+
+ private:
+  Inner inner_;
+  int32_t tile_ = 0;
+};
+
+struct StoreOnly {
+  TileOut out;
+  template <class T> CODA_HD void operator()(T& t) const { t.store(out); }
+};
+struct TileLoad {
+  TileIn in;
+  TileOut out;
+  template <class I> CODA_HD void tile_inputs(I& i) const { i(in); }
+  template <class T> CODA_HD void operator()(T& t) const {
+    t.map([&](Element& x) { x.value += t.load(in, x); });
+    t.store(out);
+  }
+};
+
+int64_t parts_along(int64_t n) { return (n + kPartCols - 1) / kPartCols; }
+
+struct Summary {
+  double ms = 0, mma = 0, epilogue = 0, turn_wait = 0, span = 0;
+  long tiles = 0;
+};
+
+// Averages over the recorded tiles (see the file comment).
+Summary summarize(const std::vector<unsigned long long>& clocks, int ctas, int tiles) {
+  Summary r;
+  long waits = 0;
+  int ctas_seen = 0;
+  for (int cta = 0; cta < ctas; ++cta) {
+    unsigned long long first = ~0ull, last = 0;
+    for (int consumer = 0; consumer < 2; ++consumer) {
+      unsigned long long previous_done = 0;
+      for (int tile = 0; tile < tiles; ++tile) {
+        const unsigned long long* e = &clocks[((std::size_t(cta) * 2 + consumer) * tiles + tile) * 3];
+        if (e[2] == 0) break;
+        r.mma += double(e[1] - e[0]);
+        r.epilogue += double(e[2] - e[1]);
+        ++r.tiles;
+        if (tile > 0) {
+          r.turn_wait += std::max(0.0, double(e[0]) - double(previous_done));
+          ++waits;
+        }
+        previous_done = e[2];
+        first = std::min(first, e[0]);
+        last = std::max(last, e[2]);
+      }
+    }
+    if (last > 0) {
+      r.span += double(last - first);
+      ++ctas_seen;
+    }
+  }
+  if (r.tiles > 0) {
+    r.mma /= double(r.tiles);
+    r.epilogue /= double(r.tiles);
+  }
+  if (waits > 0) r.turn_wait /= double(waits);
+  if (ctas_seen > 0) r.span /= ctas_seen;
+  return r;
+}
+
+// Launch `program` with the timed epilogue: its time (mean of 10 launches after 3 warm-ups, each
+// a kernel of its own) and its clocks (one more launch).
+template <class Program>
+Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream) {
+  using Config = mainloop::TilePingPongM128N128;
+  using Epilogue = TimedEpilogue<ProgramEpilogue<Program, Config::kStagingBuffers, DType::bf16, DType::bf16>>;
+  const int ctas = plan.summary.ctas;
+  const int64_t tiles_total = ((plan.m + 127) / 128) * ((plan.n + 127) / 128) * plan.batch;
+  const int tiles = int(tiles_total / (2 * ctas) + 2);
+  const std::size_t count = std::size_t(ctas) * 2 * std::size_t(tiles) * 3;
+  unsigned long long* clocks = nullptr;
+  CODA_CUDA_CHECK(cudaMalloc(&clocks, count * sizeof(unsigned long long)));
+  typename Epilogue::Params params{program, clocks, tiles};
+  auto launch = [&] {
+    mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan.kernel_params(params), ctas,
+                                                                               stream);
+  };
+  for (int i = 0; i < 3; ++i) launch();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CODA_CUDA_CHECK(cudaEventCreate(&start));
+  CODA_CUDA_CHECK(cudaEventCreate(&stop));
+  CODA_CUDA_CHECK(cudaEventRecord(start, stream));
+  constexpr int kLaunches = 10;
+  for (int i = 0; i < kLaunches; ++i) launch();
+  CODA_CUDA_CHECK(cudaEventRecord(stop, stream));
+  CODA_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CODA_CUDA_CHECK(cudaMemsetAsync(clocks, 0, count * sizeof(unsigned long long), stream));
+  launch();
+  std::vector<unsigned long long> host(count);
+  CODA_CUDA_CHECK(cudaMemcpyAsync(host.data(), clocks, count * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  CODA_CUDA_CHECK(cudaFree(clocks));
+  Summary r = summarize(host, ctas, tiles);
+  r.ms = double(ms) / kLaunches;
+  return r;
+}
+
+void print(const char* name, const char* shape, const Summary& r) {
+  std::printf("%-22s %-22s %9.4f %7ld %9.0f %9.0f %9.0f %10.0f %6.2f\n", name, shape, r.ms, r.tiles, r.mma, r.epilogue,
+              r.turn_wait, r.span, r.span / (r.ms * 1e6));
+}
+
+}  // namespace
+
+int timeline_benchmark(int, char**) {
+  if (!hopper_available()) {
+    std::printf("coda bench timeline: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
+    return 1;
+  }
+  cudaStream_t stream = nullptr;
+  CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<void*> blocks;
+  auto allocate = [&](DType t, int64_t rows, int64_t cols, bool fill) {
+    void* p = nullptr;
+    CODA_CUDA_CHECK(cudaMalloc(&p, std::size_t(rows * cols) * size_of(t)));
+    if (fill) fill_uniform(p, t, std::size_t(rows * cols), 31 + blocks.size(), stream);
+    blocks.push_back(p);
+    return TensorView::matrix(p, t, rows, cols);
+  };
+  const DType bf = DType::bf16;
+  std::printf("coda bench timeline: %s, bf16, pingpong_m128n128; per tile (means, SM clock cycles)\n",
+              current_device().name.c_str());
+  std::printf("%-22s %-22s %9s %7s %9s %9s %9s %10s %6s\n", "program", "shape", "ms", "tiles", "MMA", "epilogue",
+              "turn wait", "CTA span", "GHz");
+  {
+    const int64_t m = 16384, n = 2048, k = 2048;
+    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), residual = allocate(bf, m, n, true);
+    const TensorView h = allocate(bf, m, n, false), u = allocate(bf, m, n, false);
+    const TensorView g = TensorView::vector(allocate(DType::f32, 1, n, true).data, DType::f32, n);
+    const TensorView sums = allocate(DType::f32, m, parts_along(n), false);
+    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
+    const char* shape = "M=16384 N=2048 K=2048";
+    print("store", shape, time_program(plan, StoreOnly{tile_out(h, "h")}, stream));
+    print("tile load + store", shape, time_program(plan, TileLoad{tile_in(residual, "residual"), tile_out(h, "h")}, stream));
+    ResidualRmsNorm rms;
+    rms.residual = tile_in(residual, "residual");
+    rms.residual_out = tile_out(h, "h");
+    rms.out = tile_out(u, "u");
+    rms.weight = row_vector(g, "weight");
+    rms.sum_squares = row_partials(sums, "sums");
+    print("residual + RMSNorm", shape, time_program(plan, rms, stream));
+  }
+  {
+    const int64_t m = 8192, n = 128256, k = 2048;
+    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), logits = allocate(bf, m, n, false);
+    const TensorView lse = allocate(DType::f32, m, parts_along(n), false);
+    const TensorView picked = TensorView::vector(allocate(DType::f32, 1, m, false).data, DType::f32, m);
+    std::vector<int32_t> host_targets(static_cast<std::size_t>(m));
+    for (int64_t i = 0; i < m; ++i) host_targets[std::size_t(i)] = int32_t((i * 7919) % n);
+    const TensorView targets = TensorView::vector(allocate(DType::i32, 1, m, false).data, DType::i32, m);
+    CODA_CUDA_CHECK(cudaMemcpy(targets.data, host_targets.data(), std::size_t(m) * 4, cudaMemcpyHostToDevice));
+    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
+    const char* shape = "M=8192 N=128256 K=2048";
+    print("store", shape, time_program(plan, StoreOnly{tile_out(logits, "logits")}, stream));
+    CrossEntropyPartials ce;
+    ce.targets = column_vector(targets, "targets");
+    ce.lse = row_partials(lse, "lse");
+    ce.target_logit = per_row(picked, "target_logit");
+    print("cross-entropy", shape, time_program(plan, ce, stream));
+    ce.softcap = 30.0f;
+    print("cross-entropy softcap", shape, time_program(plan, ce, stream));
+  }
+  for (void* p : blocks) CODA_CUDA_CHECK(cudaFree(p));
+  CODA_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace coda::bench

@@ -1,0 +1,8 @@
+// coda bench timeline: a program kernel's time tile by tile (MMAs, epilogue, slack, clock).
+#pragma once
+
+namespace coda::bench {
+
+int timeline_benchmark(int argc, char** argv);
+
+}  // namespace coda::bench
