@@ -707,5 +707,31 @@ TEST_P(EpilogueExecutor, PartsCoverTheProblemNarrowerAtItsEdges) {
   }
 }
 
+// t.part_columns() is the part's columns inside the problem: every element's column lies in it, and
+// its ends are the part's (the last part of a row narrower at the problem's edge).
+struct RecordPartColumns {
+  int64_t part_cols, problem_cols;
+  int* wrong;
+  int* calls;
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    const epilogue::ColumnRange part = t.part_columns();
+    ++*calls;
+    if (part.first % part_cols != 0 || part.end != std::min<int64_t>(part.first + part_cols, problem_cols)) ++*wrong;
+    t.map([&](Element& x) {
+      if (x.col < part.first || x.col >= part.end) ++*wrong;
+    });
+  }
+};
+
+TEST_P(EpilogueExecutor, PartColumnsAreThePartsColumnsInsideTheProblem) {
+  const auto acc = random_accumulators(kShape);
+  int wrong = 0, calls = 0;
+  run_batches(RecordPartColumns{part().cols, kShape.cols, &wrong, &calls}, acc, part());
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(calls, kShape.batch * part_count(kShape.rows, part().rows) * part_count(kShape.cols, part().cols));
+}
+
 }  // namespace
 }  // namespace coda::test

@@ -150,6 +150,9 @@ class GpuTile {
         rows_left_(t.problem_m - t.row0 - (t.thread / 32) * 16 - (t.thread % 32) / 4),
         cols_left_(t.problem_n - t.col0 - 2 * (t.thread % 4)) {}
 
+  // ---- 0. the part
+  __device__ ColumnRange part_columns() const { return {t_.col0, min(t_.col0 + Acc::kCols, t_.problem_n)}; }
+
   // ---- 1. maps
   template <class F>
   __device__ void map(F&& f) {

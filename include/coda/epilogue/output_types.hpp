@@ -19,11 +19,13 @@
 
 namespace coda::epilogue {
 
-/// A Tile without values: maps, loads and reductions do nothing (loads give 0) and each store
-/// is counted with its TileOut's type. Programs are CODA_HD, and so is this (no-op) tile, though
-/// it only ever runs on the host.
+/// A Tile without values: maps, loads and reductions do nothing (loads give 0), its part has no
+/// columns, and each store is counted with its TileOut's type. Programs are CODA_HD, and so is
+/// this (no-op) tile, though it only ever runs on the host.
 class StoreRecorder {
  public:
+  CODA_HD ColumnRange part_columns() const { return {0, 0}; }
+
   template <class F>
   CODA_HD void map(F&&) {}
   template <class F>

@@ -16,6 +16,11 @@
 //
 // The Tile interface (`t`), the five primitive classes:
 //
+//  0. the part
+//     t.part_columns()      {first, end}: the columns of the output this call sees, inside the
+//                           problem; a program may skip work no column of the part needs (RoPE:
+//                           the heads that pass through)
+//
 //  1. maps
 //     t.map(f)              f(Element& x) for every element: x.value (float&), x.row, x.col, x.batch
 //     t.map_pairs(f)        f(Pair& p) for every pair of adjacent columns (2c, 2c+1) of a row:
@@ -83,5 +88,11 @@ struct Pair {
 struct Values2 {
   float first;
   float second;
+};
+
+/// Columns [first, end) of the output.
+struct ColumnRange {
+  int32_t first;
+  int32_t end;
 };
 }  // namespace coda::epilogue

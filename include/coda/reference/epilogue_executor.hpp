@@ -38,6 +38,8 @@ class CpuTile {
  public:
   CpuTile(const Matrix& accumulators, int32_t batch, int64_t tile_m, int64_t tile_n, PartShape part);
 
+  epilogue::ColumnRange part_columns() const { return {col(0), col(cols_)}; }
+
   template <class F>
   void map(F&& f) {
     for (int64_t r = 0; r < rows_; ++r)
