@@ -26,9 +26,11 @@ struct Rope {
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
-    // Written without early returns: every pair reads the tables (row 0 for a bad position), so
-    // the GPU executor can issue all of a part's table loads before the first is needed.
-    t.map_pairs([&](Pair& p) {
+    // A part whose columns all pass through (the V of a fused QKV projection) reads no table:
+    // the rotation's gathers are most of the epilogue (coda bench timeline), a third of QKV's parts.
+    // Inside, written without early returns: every pair reads the tables (row 0 for a bad
+    // position), so the GPU executor can issue all of a part's table loads before the first is needed.
+    if (t.part_columns().first < rotated_heads * head_dim.value()) t.map_pairs([&](Pair& p) {
       const int32_t head = head_dim.divide(p.col);
       const bool rotated = head < rotated_heads;
       const int32_t position = t.load_index(positions, p);
