@@ -13,8 +13,8 @@
 //              kernel's time imply: the GPU lowers its clock under its power limit, so a kernel
 //              can be slower at the same cycle count
 //
-// Programs: a plain store, a tile load + store, and the library's residual + RMSNorm and
-// cross-entropy programs (with soft-capping), at the shapes of `coda bench ops`.
+// Programs: a plain store, a tile load + store, and the library's SwiGLU, RoPE, residual + RMSNorm
+// and cross-entropy programs (cross-entropy also soft-capped), at shapes of `coda bench ops`.
 #include "tile_timeline.hpp"
 
 #include <cuda_runtime.h>
@@ -29,6 +29,8 @@
 #include "coda/epilogue/launch.cuh"
 #include "coda/epilogue/programs/cross_entropy.hpp"
 #include "coda/epilogue/programs/rmsnorm.hpp"
+#include "coda/epilogue/programs/rope.hpp"
+#include "coda/epilogue/programs/swiglu.hpp"
 #include "device_fill.hpp"
 
 namespace coda::bench {
@@ -216,6 +218,38 @@ int timeline_benchmark(int, char**) {
     rms.weight = row_vector(g, "weight");
     rms.sum_squares = row_partials(sums, "sums");
     print("residual + RMSNorm", shape, time_program(plan, rms, stream));
+  }
+  {
+    const int64_t m = 16384, n = 6144, k = 2048, head_dim = 128, max_position = 4096;
+    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), out = allocate(bf, m, n, false);
+    const TensorView cos = allocate(DType::f32, max_position, head_dim / 2, true);
+    const TensorView sin = allocate(DType::f32, max_position, head_dim / 2, true);
+    std::vector<int32_t> host_positions(static_cast<std::size_t>(m));
+    for (int64_t i = 0; i < m; ++i) host_positions[std::size_t(i)] = int32_t(i % max_position);
+    const TensorView positions = TensorView::vector(allocate(DType::i32, 1, m, false).data, DType::i32, m);
+    CODA_CUDA_CHECK(cudaMemcpy(positions.data, host_positions.data(), std::size_t(m) * 4, cudaMemcpyHostToDevice));
+    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
+    const char* shape = "M=16384 N=6144 K=2048";
+    print("store", shape, time_program(plan, StoreOnly{tile_out(out, "out")}, stream));
+    Rope rope;
+    rope.positions = column_vector(positions, "positions");
+    rope.cos = table(cos, "cos");
+    rope.sin = table(sin, "sin");
+    rope.head_dim = Divisor(int32_t(head_dim));
+    rope.rotated_heads = int32_t(2 * n / 3 / head_dim);  // Q and K rotate, V passes through
+    rope.out = tile_out(out, "out");
+    print("RoPE (QKV)", shape, time_program(plan, rope, stream));
+  }
+  {
+    const int64_t m = 16384, n = 16384, k = 2048;
+    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), out = allocate(bf, m, n, false);
+    const TensorView half = allocate(bf, m, n / 2, false);
+    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
+    const char* shape = "M=16384 N=16384 K=2048";
+    print("store", shape, time_program(plan, StoreOnly{tile_out(out, "out")}, stream));
+    Swiglu swiglu;
+    swiglu.out = tile_out(half, "out");
+    print("SwiGLU", shape, time_program(plan, swiglu, stream));
   }
   {
     const int64_t m = 8192, n = 128256, k = 2048;
