@@ -15,6 +15,7 @@
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/rope.hpp"
 #include "coda/ops/swiglu.hpp"
+#include "arena.hpp"
 #include "cublas_gemm.hpp"
 #include "device_fill.hpp"
 #include "timing.hpp"
@@ -23,30 +24,6 @@
 namespace coda::bench {
 namespace {
 
-// Device memory for one benchmark case, freed at the end of the case.
-class Arena {
- public:
-  ~Arena() {
-    for (void* p : blocks_) cudaFree(p);
-  }
-  TensorView matrix(DType t, int64_t rows, int64_t cols, cudaStream_t stream, bool fill = true) {
-    void* p = allocate(std::size_t(rows * cols) * size_of(t));
-    if (fill) fill_uniform(p, t, std::size_t(rows * cols), 7 + blocks_.size(), stream);
-    return TensorView::matrix(p, t, rows, cols);
-  }
-  TensorView vector(DType t, int64_t n, cudaStream_t stream, bool fill = true) {
-    return TensorView::vector(matrix(t, 1, n, stream, fill).data, t, n);
-  }
-  void* allocate(std::size_t bytes) {
-    void* p = nullptr;
-    CODA_CUDA_CHECK(cudaMalloc(&p, bytes));
-    blocks_.push_back(p);
-    return p;
-  }
-
- private:
-  std::vector<void*> blocks_;
-};
 
 struct Row {
   std::string op, shape;
@@ -108,10 +85,7 @@ int ops_benchmark(int argc, char** argv) {
     TensorView out = arena.matrix(bf, t, n, stream, false);
     TensorView cos = arena.matrix(DType::f32, max_pos, head_dim / 2, stream);
     TensorView sin = arena.matrix(DType::f32, max_pos, head_dim / 2, stream);
-    std::vector<int32_t> host_positions(static_cast<std::size_t>(t));
-    for (int64_t i = 0; i < t; ++i) host_positions[std::size_t(i)] = int32_t(i % max_pos);
-    TensorView positions = arena.vector(DType::i32, t, stream, false);
-    CODA_CUDA_CHECK(cudaMemcpy(positions.data, host_positions.data(), std::size_t(t) * 4, cudaMemcpyHostToDevice));
+    TensorView positions = arena.int32_vector(t, [&](int64_t i) { return int32_t(i % max_pos); });
     rows.push_back(measure(
         "rope (qkv)", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_rope(x, w, positions, cos, sin, head_dim, rotated, out, stream); },
@@ -142,10 +116,7 @@ int ops_benchmark(int argc, char** argv) {
     Arena arena;
     const int64_t t = 8192, h = 2048, v = 128256;
     TensorView x = arena.matrix(bf, t, h, stream), w = arena.matrix(bf, v, h, stream);
-    std::vector<int32_t> host_targets(static_cast<std::size_t>(t));
-    for (int64_t i = 0; i < t; ++i) host_targets[std::size_t(i)] = int32_t((i * 7919) % v);
-    TensorView targets = arena.vector(DType::i32, t, stream, false);
-    CODA_CUDA_CHECK(cudaMemcpy(targets.data, host_targets.data(), std::size_t(t) * 4, cudaMemcpyHostToDevice));
+    TensorView targets = arena.int32_vector(t, [&](int64_t i) { return int32_t((i * 7919) % v); });
     TensorView loss = arena.vector(DType::f32, 1, stream, false), lse = arena.vector(DType::f32, t, stream, false);
     TensorView row_loss = arena.vector(DType::f32, t, stream, false);
     const std::size_t bytes = ops::cross_entropy_workspace_bytes(t, v);

@@ -19,7 +19,7 @@
 #include "coda/epilogue/launch.cuh"
 #include "coda/epilogue/programs/standard.hpp"
 #include "coda/gemm/gemm.hpp"
-#include "device_fill.hpp"
+#include "arena.hpp"
 #include "timing.hpp"
 
 namespace coda::bench {
@@ -94,14 +94,8 @@ int primitives_benchmark(int, char**) {
   CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const DType bf = DType::bf16;
   const int64_t m = 16384, n = 2048;
-  std::vector<void*> blocks;
-  auto allocate = [&](DType t, int64_t rows, int64_t cols, bool fill) {
-    void* p = nullptr;
-    CODA_CUDA_CHECK(cudaMalloc(&p, std::size_t(rows * cols) * size_of(t)));
-    if (fill) fill_uniform(p, t, std::size_t(rows * cols), 11 + blocks.size(), stream);
-    blocks.push_back(p);
-    return TensorView::matrix(p, t, rows, cols);
-  };
+  Arena arena(10);
+  auto allocate = [&](DType t, int64_t rows, int64_t cols, bool fill) { return arena.matrix(t, rows, cols, stream, fill); };
   std::printf("coda bench primitives: %s, bf16, M=%lld N=%lld; time / plain GEMM on pingpong_m128n128 and on the default tile\n",
               current_device().name.c_str(), (long long)m, (long long)n);
   std::printf("%-28s %6s %10s %10s %10s %9s %9s\n", "program", "K", "ms", "pingpong", "default", "/pingpong",
@@ -146,7 +140,6 @@ int primitives_benchmark(int, char**) {
     row("  GELU fixed (...With<>)", bias_gelu(epilogue::LinearCombinationWith<epilogue::Activation::gelu_tanh>{}));
   }
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (void* p : blocks) cudaFree(p);
   return 0;
 }
 

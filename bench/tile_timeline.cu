@@ -31,7 +31,7 @@
 #include "coda/epilogue/programs/rmsnorm.hpp"
 #include "coda/epilogue/programs/rope.hpp"
 #include "coda/epilogue/programs/swiglu.hpp"
-#include "device_fill.hpp"
+#include "arena.hpp"
 
 namespace coda::bench {
 namespace {
@@ -188,14 +188,8 @@ int timeline_benchmark(int, char**) {
   }
   cudaStream_t stream = nullptr;
   CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<void*> blocks;
-  auto allocate = [&](DType t, int64_t rows, int64_t cols, bool fill) {
-    void* p = nullptr;
-    CODA_CUDA_CHECK(cudaMalloc(&p, std::size_t(rows * cols) * size_of(t)));
-    if (fill) fill_uniform(p, t, std::size_t(rows * cols), 31 + blocks.size(), stream);
-    blocks.push_back(p);
-    return TensorView::matrix(p, t, rows, cols);
-  };
+  Arena arena(30);
+  auto allocate = [&](DType t, int64_t rows, int64_t cols, bool fill) { return arena.matrix(t, rows, cols, stream, fill); };
   const DType bf = DType::bf16;
   std::printf("coda bench timeline: %s, bf16, pingpong_m128n128; per tile (means, SM clock cycles)\n",
               current_device().name.c_str());
@@ -224,10 +218,7 @@ int timeline_benchmark(int, char**) {
     const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), out = allocate(bf, m, n, false);
     const TensorView cos = allocate(DType::f32, max_position, head_dim / 2, true);
     const TensorView sin = allocate(DType::f32, max_position, head_dim / 2, true);
-    std::vector<int32_t> host_positions(static_cast<std::size_t>(m));
-    for (int64_t i = 0; i < m; ++i) host_positions[std::size_t(i)] = int32_t(i % max_position);
-    const TensorView positions = TensorView::vector(allocate(DType::i32, 1, m, false).data, DType::i32, m);
-    CODA_CUDA_CHECK(cudaMemcpy(positions.data, host_positions.data(), std::size_t(m) * 4, cudaMemcpyHostToDevice));
+    const TensorView positions = arena.int32_vector(m, [&](int64_t i) { return int32_t(i % max_position); });
     const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
     const char* shape = "M=16384 N=6144 K=2048";
     print("store", shape, time_program(plan, StoreOnly{tile_out(out, "out")}, stream));
@@ -256,10 +247,7 @@ int timeline_benchmark(int, char**) {
     const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), logits = allocate(bf, m, n, false);
     const TensorView lse = allocate(DType::f32, m, parts_along(n), false);
     const TensorView picked = TensorView::vector(allocate(DType::f32, 1, m, false).data, DType::f32, m);
-    std::vector<int32_t> host_targets(static_cast<std::size_t>(m));
-    for (int64_t i = 0; i < m; ++i) host_targets[std::size_t(i)] = int32_t((i * 7919) % n);
-    const TensorView targets = TensorView::vector(allocate(DType::i32, 1, m, false).data, DType::i32, m);
-    CODA_CUDA_CHECK(cudaMemcpy(targets.data, host_targets.data(), std::size_t(m) * 4, cudaMemcpyHostToDevice));
+    const TensorView targets = arena.int32_vector(m, [&](int64_t i) { return int32_t((i * 7919) % n); });
     const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
     const char* shape = "M=8192 N=128256 K=2048";
     print("store", shape, time_program(plan, StoreOnly{tile_out(logits, "logits")}, stream));
@@ -271,7 +259,6 @@ int timeline_benchmark(int, char**) {
     ce.softcap = 30.0f;
     print("cross-entropy softcap", shape, time_program(plan, ce, stream));
   }
-  for (void* p : blocks) CODA_CUDA_CHECK(cudaFree(p));
   CODA_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
