@@ -23,8 +23,7 @@ void check_output(ArgumentCheck& check, const char* argument, const TensorView& 
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,
                   std::initializer_list<DType> types);
 
-/// Parts of a row of `n` columns: the number of per-part partials a row reduction writes.
-inline int64_t parts_along(int64_t n) { return (n + epilogue::kPartCols - 1) / epilogue::kPartCols; }
+using epilogue::parts_along;
 
 /// Row `r` of a host matrix (the weight-preparation helpers copy whole rows).
 inline char* host_row(const TensorView& t, int64_t r) {

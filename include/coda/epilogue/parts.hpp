@@ -6,9 +6,14 @@
 // is given the same shape.
 #pragma once
 
+#include <cstdint>
+
 namespace coda::epilogue {
 
 inline constexpr int kPartRows = 128;
 inline constexpr int kPartCols = 128;
+
+/// Parts of a row of `n` columns: the number of per-part partials a row reduction writes.
+inline constexpr int64_t parts_along(int64_t n) { return (n + kPartCols - 1) / kPartCols; }
 
 }  // namespace coda::epilogue
