@@ -20,6 +20,7 @@
 #include "coda/epilogue/programs/standard.hpp"
 #include "coda/gemm/gemm.hpp"
 #include "arena.hpp"
+#include "bench_programs.hpp"
 #include "timing.hpp"
 
 namespace coda::bench {
@@ -27,10 +28,6 @@ namespace {
 
 using namespace coda::epilogue;
 
-struct StoreOnly {
-  TileOut out;
-  template <class T> CODA_HD void operator()(T& t) const { t.store(out); }
-};
 struct TwoStores {
   TileOut out, second;
   template <class T> CODA_HD void operator()(T& t) const { t.store(out); t.store(second); }
@@ -39,15 +36,6 @@ struct HalfWidthStore {  // SwiGLU's shape of output
   TileOut half;
   template <class T> CODA_HD void operator()(T& t) const {
     t.store_pairs(half, [](const Pair& p) { return p.first * p.second; });
-  }
-};
-struct TileLoad {
-  TileIn in;
-  TileOut out;
-  template <class I> CODA_HD void tile_inputs(I& i) const { i(in); }
-  template <class T> CODA_HD void operator()(T& t) const {
-    t.map([&](Element& x) { x.value += t.load(in, x); });
-    t.store(out);
   }
 };
 struct RowVectorLoad {

@@ -32,6 +32,8 @@
 #include "coda/epilogue/programs/rope.hpp"
 #include "coda/epilogue/programs/swiglu.hpp"
 #include "arena.hpp"
+#include "bench_programs.hpp"
+#include "timing.hpp"
 
 namespace coda::bench {
 namespace {
@@ -73,22 +75,6 @@ struct TimedEpilogue {
   Inner inner_;
   int32_t tile_ = 0;
 };
-
-struct StoreOnly {
-  TileOut out;
-  template <class T> CODA_HD void operator()(T& t) const { t.store(out); }
-};
-struct TileLoad {
-  TileIn in;
-  TileOut out;
-  template <class I> CODA_HD void tile_inputs(I& i) const { i(in); }
-  template <class T> CODA_HD void operator()(T& t) const {
-    t.map([&](Element& x) { x.value += t.load(in, x); });
-    t.store(out);
-  }
-};
-
-int64_t parts_along(int64_t n) { return (n + kPartCols - 1) / kPartCols; }
 
 struct Summary {
   double ms = 0, mma = 0, epilogue = 0, turn_wait = 0, span = 0;
@@ -133,14 +119,15 @@ Summary summarize(const std::vector<unsigned long long>& clocks, int ctas, int t
   return r;
 }
 
-// Launch `program` with the timed epilogue: its time (mean of 10 launches after 3 warm-ups, each
-// a kernel of its own) and its clocks (one more launch).
+// Launch `program` with the timed epilogue: its time (pooled_median_ms, as the other benchmarks)
+// and its clocks (one more launch).
 template <class Program>
 Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream) {
   using Config = mainloop::TilePingPongM128N128;
   using Epilogue = TimedEpilogue<ProgramEpilogue<Program, Config::kStagingBuffers, DType::bf16, DType::bf16>>;
   const int ctas = plan.summary.ctas;
-  const int64_t tiles_total = ((plan.m + 127) / 128) * ((plan.n + 127) / 128) * plan.batch;
+  const int64_t tiles_total =
+      ((plan.m + Config::kBlockM - 1) / Config::kBlockM) * ((plan.n + Config::kBlockN - 1) / Config::kBlockN) * plan.batch;
   const int tiles = int(tiles_total / (2 * ctas) + 2);
   const std::size_t count = std::size_t(ctas) * 2 * std::size_t(tiles) * 3;
   unsigned long long* clocks = nullptr;
@@ -150,27 +137,15 @@ Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, c
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan.kernel_params(params), ctas,
                                                                                stream);
   };
-  for (int i = 0; i < 3; ++i) launch();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  CODA_CUDA_CHECK(cudaEventCreate(&start));
-  CODA_CUDA_CHECK(cudaEventCreate(&stop));
-  CODA_CUDA_CHECK(cudaEventRecord(start, stream));
-  constexpr int kLaunches = 10;
-  for (int i = 0; i < kLaunches; ++i) launch();
-  CODA_CUDA_CHECK(cudaEventRecord(stop, stream));
-  CODA_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  CODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  const double ms = pooled_median_ms([&](int) { launch(); }, stream);
   CODA_CUDA_CHECK(cudaMemsetAsync(clocks, 0, count * sizeof(unsigned long long), stream));
   launch();
   std::vector<unsigned long long> host(count);
   CODA_CUDA_CHECK(cudaMemcpyAsync(host.data(), clocks, count * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   CODA_CUDA_CHECK(cudaFree(clocks));
   Summary r = summarize(host, ctas, tiles);
-  r.ms = double(ms) / kLaunches;
+  r.ms = ms;
   return r;
 }
 
