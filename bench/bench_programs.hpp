@@ -14,6 +14,7 @@ struct StoreOnly {
 struct TileLoad {
   epilogue::TileIn in;
   epilogue::TileOut out;
+  static constexpr auto staged_input = &TileLoad::in;
   template <class I> CODA_HD void tile_inputs(I& i) const { i(in); }
   template <class T> CODA_HD void operator()(T& t) const {
     t.map([&](epilogue::Element& x) { x.value += t.load(in, x); });

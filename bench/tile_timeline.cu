@@ -65,6 +65,11 @@ struct TimedEpilogue {
   }
   __device__ void finish(const Params& p, SharedStorage& s, const TileCoordinates& t) { inner_.finish(p.inner, s, t); }
 
+  static constexpr uint32_t kStagedInputBytes = Inner::kStagedInputBytes;
+  __device__ void fetch_input(const Params& p, SharedStorage& s, const TileCoordinates& t, uint64_t* landed) const {
+    inner_.fetch_input(p.inner, s, t, landed);
+  }
+
   __device__ void mark(const Params& p, TileEvent event, const TileCoordinates& t) {
     if (t.thread == 0 && tile_ < p.tiles)
       p.clocks[((int64_t(blockIdx.x) * 2 + t.consumer) * p.tiles + tile_) * 3 + int(event)] = clock64();

@@ -2,6 +2,7 @@
 
 #include "coda/arch/sm90/tensor_map.hpp"
 #include "coda/core/validate.hpp"
+#include "coda/epilogue/parts.hpp"
 
 namespace coda::epilogue {
 namespace {
@@ -26,7 +27,15 @@ void check_vector(const TensorView& v, const char* argument, int max_rank, std::
 
 TileIn tile_in(const TensorView& v, const char* argument) {
   check_tile(v, argument, {DType::bf16, DType::f16, DType::f32});
-  return {v.data, v.dtype, v.ld(), v.batch() > 1 ? v.batch_stride() : 0};
+  TileIn in{v.data, v.dtype, v.ld(), v.batch() > 1 ? v.batch_stride() : 0};
+  // A program's staged input is fetched a whole part at a time, 128 bytes wide (the 128B swizzle);
+  // the map is made wherever TMA can address the view, and launch_program requires it only there.
+  const int64_t element = int64_t(size_of(v.dtype));
+  if (element == 2 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && (in.ld * element) % 16 == 0 &&
+      (in.batch_stride * element) % 16 == 0)
+    in.map = sm90::make_tensor_map_3d(v.data, v.dtype, {v.cols(), v.rows(), v.batch()}, {v.ld(), v.batch_stride()},
+                                      {uint32_t(128 / element), uint32_t(kPartRows)}, argument);
+  return in;
 }
 
 TileOut tile_out(const TensorView& v, const char* argument, float scale) {

@@ -502,6 +502,95 @@ TEST(TileInputsOnTheGpu, EachRuleIsCheckedAndNamed) {
   refused(ReadsAnUnlistedInput{.listed = wrong}, "even row stride and batch stride");
 }
 
+// A program's staged input (program.hpp) is fetched by TMA into the shared memory the program's
+// stores then write through: launch_program also requires it given, 16-byte alignment, the map
+// tile_in() makes, and no read after a store or a reduction through shared memory, each named.
+struct StagesItsInput {
+  epilogue::TileIn in{};
+  epilogue::TileOut out{};
+  static constexpr auto staged_input = &StagesItsInput::in;
+
+  template <class Inputs>
+  void tile_inputs(Inputs& list) const { list(in); }
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.map([&](Element& x) { x.value = t.load(in, x); });
+    t.store(out);
+  }
+};
+static_assert(epilogue::StagesAnInput<StagesItsInput> && !epilogue::StagesAnInput<ReadsAnUnlistedInput>);
+
+TEST(TileInputsOnTheGpu, AStagedInputNeedsTmaAlignmentAndAMap) {
+  alignas(16) static uint16_t storage[64];
+  auto refused = [](const epilogue::TileIn& in, const char* rule) {
+    try {
+      epilogue::check_tile_inputs(StagesItsInput{.in = in}, DType::bf16, "coda::launch_program");
+      ADD_FAILURE() << "accepted; expected: " << rule;
+    } catch (const coda::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("staged input (staged_input)"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  };
+  epilogue::TileIn good{.data = storage, .dtype = DType::bf16, .ld = 8, .batch_stride = 32};
+  good.map.opaque[0] = 1;  // stands for the map tile_in() makes (encoding one needs a driver)
+  EXPECT_NO_THROW(epilogue::check_tile_inputs(StagesItsInput{.in = good}, DType::bf16, "f"));
+  refused({}, "must be given");
+  epilogue::TileIn wrong = good;
+  wrong.data = storage + 2;  // 4-byte aligned: enough for global loads, not for TMA
+  refused(wrong, "16-byte aligned");
+  wrong = good;
+  wrong.ld = 6;
+  refused(wrong, "multiples of 16 bytes");
+  wrong = good;
+  wrong.batch_stride = 20;
+  refused(wrong, "multiples of 16 bytes");
+  wrong = good;
+  wrong.map = {};
+  refused(wrong, "make it with coda::epilogue::tile_in()");
+}
+
+// Reads its staged input after a primitive that may write through shared memory (`writer`: 0
+// none, 1 a store, 2 a column_reduce, 3 a reduce) or, writer 4, inside a store's function.
+struct ReadsItsStagedInputAfter {
+  epilogue::TileIn in{};
+  epilogue::TileOut out{};
+  epilogue::Partials sums{};
+  int writer = 0;
+  static constexpr auto staged_input = &ReadsItsStagedInputAfter::in;
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    auto value = [](const Element& x) { return x.value; };
+    t.row_reduce(sums, epilogue::Sum{}, value);  // 1: row reductions write no shared memory
+    if (writer == 1) t.store(out);
+    if (writer == 2) t.column_reduce(sums, epilogue::Sum{}, value);
+    if (writer == 3) t.reduce(sums, epilogue::Sum{}, value);
+    if (writer == 4) t.store(out, [&](const Element& x) { return t.load(in, x); });  // 2
+    else t.map([&](Element& x) { x.value += t.load(in, x); });                        // 2 or 3
+    t.store(out);
+  }
+};
+
+TEST(TileInputsOnTheGpu, AStagedInputIsReadBeforeAnythingWritesThroughSharedMemory) {
+  alignas(16) static uint16_t storage[64];
+  epilogue::TileIn in{.data = storage, .dtype = DType::bf16, .ld = 8, .batch_stride = 32};
+  in.map.opaque[0] = 1;
+  EXPECT_NO_THROW(epilogue::check_tile_inputs(ReadsItsStagedInputAfter{.in = in}, DType::bf16, "f"));
+  for (int writer : {1, 2, 3, 4}) {
+    SCOPED_TRACE(::testing::Message() << "writer " << writer);
+    try {
+      epilogue::check_tile_inputs(ReadsItsStagedInputAfter{.in = in, .writer = writer}, DType::bf16, "coda::launch_program");
+      ADD_FAILURE() << "accepted a late read";
+    } catch (const coda::InvalidArgument& e) {
+      const std::string what = e.what(), primitive = writer == 4 ? "2" : "3";
+      EXPECT_NE(what.find("staged input (staged_input)"), std::string::npos) << what;
+      EXPECT_NE(what.find("is read by primitive " + primitive + " (program order), after a store"), std::string::npos)
+          << what;
+    }
+  }
+}
+
 // A whole part sums up to 32768 terms in fp32: its error is judged against the sum of the terms'
 // magnitudes.
 TEST_P(EpilogueExecutor, SumReductions) {

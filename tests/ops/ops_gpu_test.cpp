@@ -3,8 +3,11 @@
 // repeatability.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "coda/epilogue/parts.hpp"
 #include "coda/epilogue/programs/rmsnorm.hpp"
@@ -37,7 +40,8 @@ constexpr double kExecutorTolerance = 2e-3;
 struct Shape {
   int64_t m, n, k;
 };
-constexpr Shape kShapes[] = {{1, 512, 64}, {200, 600, 136}, {129, 1030, 264}, {1024, 2048, 1024}};
+// The last has 4 tiles per CTA: a residual staged in shared memory goes round both consumers.
+constexpr Shape kShapes[] = {{1, 512, 64}, {200, 600, 136}, {129, 1030, 264}, {1024, 2048, 1024}, {2000, 4100, 64}};
 
 ref::Matrix matrix_of(const DeviceTensor& t) { return t.host.matrix(); }
 
@@ -89,10 +93,23 @@ TEST(OpsGpu, SwigluMatchesReferenceAndCpuExecutor) {
     }
 }
 
+// Tiles computed in several K segments (split-K, stream-K) run the program once, in the last
+// segment to arrive; every segment still takes its turn with the staged residual's buffer.
+struct Segments {
+  int split_k = 1;
+  bool stream_k = false;
+};
+
 TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
   CODA_REQUIRE_HOPPER();
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
+  std::vector<std::pair<Shape, Segments>> cases;
+  for (const Shape& s : kShapes) cases.push_back({s, {}});
+  cases.push_back({{129, 1030, 264}, {.split_k = 3}});
+  cases.push_back({{1000, 4000, 512}, {.stream_k = true}});  // 62 of 66 cluster tiles in the stream-K tail
+  for (const auto& [s, segments] : cases) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " split_k "
+                                      << segments.split_k << (segments.stream_k ? " stream-K" : "") << ", "
+                                      << seed_note());
     const int64_t n2 = 384 + 8;  // the next GEMM's N
     DeviceTensor x(DType::bf16, s.m, s.k), w1(DType::bf16, s.n, s.k), r(DType::bf16, s.m, s.n), g(DType::f32, 1, s.n),
         w2(DType::bf16, n2, s.n);
@@ -107,9 +124,21 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
     rstd.poison();
     z.poison();
     DeviceBuffer workspace(ops::residual_rmsnorm_workspace_bytes(s.m, s.n));
+    GemmOptions options{.tile = GemmTile::pingpong_m128n128, .split_k = segments.split_k, .stream_k = segments.stream_k};
+    const std::size_t gemm_bytes = gemm_workspace_bytes({x.view(), Major::k}, {w1.view(), Major::k}, h.view(), options);
+    DeviceBuffer gemm_workspace(gemm_bytes);
+    CODA_CUDA_CHECK(cudaMemset(gemm_workspace.get(), 0, std::max<std::size_t>(gemm_bytes, 1)));
+    if (segments.split_k > 1 || segments.stream_k) {
+      options.workspace = gemm_workspace.get();
+      options.workspace_bytes = gemm_workspace.bytes();
+      const GemmPlan plan = plan_gemm({x.view(), Major::k}, {w1.view(), Major::k}, h.view(), options);
+      EXPECT_TRUE(plan.split_k == segments.split_k && (plan.stream_k_tiles > 0) == segments.stream_k)
+          << "the plan does not compute tiles in segments: split_k " << plan.split_k << ", stream-K tiles "
+          << plan.stream_k_tiles;
+    }
     const float eps = 1e-6f;
     ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), g.vector_view(), eps, h.view(), u.view(),
-                               rstd.vector_view(), workspace.get(), workspace.bytes());
+                               rstd.vector_view(), workspace.get(), workspace.bytes(), nullptr, options);
     ops::gemm_row_scale(u.view(), w2.view(), rstd.vector_view(), z.view());
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
     h.download();

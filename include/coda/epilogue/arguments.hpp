@@ -27,6 +27,7 @@ struct TileIn {
   DType dtype = DType::bf16;
   int64_t ld = 0;
   int64_t batch_stride = 0;
+  CUtensorMap map{};  // GPU executor, a program's staged input (program.hpp): filled by tile_in()
 };
 
 /// An M x N output (or M x N/2 for pair outputs, M x 2N for wide outputs), written in `dtype`.

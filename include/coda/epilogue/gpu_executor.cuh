@@ -12,11 +12,14 @@
 //                        columns of one row), so they need no data exchange
 //   tile loads           every TileIn is of the operands' 16-bit type `In` (launch_program checks the
 //                        ones tile_inputs() lists, and the CPU executor that a program lists all
-//                        it reads): one read-only 32-bit load per pair of adjacent columns, at
-//                        the thread's first word plus a compile-time offset. (An L2 prefetch
-//                        of the part's rows as its MMAs began, cp.async.bulk.prefetch, measured
-//                        slower once the loads were cheap: tile load + store 1.30 -> 1.09 of
-//                        the GEMM without it, H200.)
+//                        it reads). The program's staged input (program.hpp) is in shared memory
+//                        when the part's program starts, fetched by the mainloop's producer
+//                        while the MMAs ran (kernel.cuh), 128B-swizzled: one conflict-free
+//                        32-bit shared load per pair of adjacent columns. Other inputs: one
+//                        read-only 32-bit global load per pair, at the thread's first word plus a
+//                        compile-time offset. (An L2 prefetch of the part's rows as its MMAs
+//                        began, cp.async.bulk.prefetch, measured slower: tile load + store 1.30
+//                        -> 1.09 of the GEMM without it, H200.)
 //   vector loads         direct read-only global loads, one per element visited, without a
 //                        branch on the element type, so that an unrolled map issues them all
 //                        before the first value is needed (all of a part's loads at once: on
@@ -49,6 +52,7 @@
 #include "coda/arch/sm90/stmatrix.cuh"
 #include "coda/arch/sm90/tma.cuh"
 #include "coda/arch/sm90/wgmma.cuh"
+#include "coda/epilogue/parts.hpp"
 #include "coda/epilogue/program.hpp"
 #include "coda/gemm/epilogue_seam.cuh"
 #include "coda/gemm/staging.cuh"
@@ -141,12 +145,15 @@ class GpuTile {
  public:
   using Coordinates = mainloop::TileCoordinates;
 
+  /// `staged` is the program's staged input (or null), whose part is at `staged_part` (kernel.cuh).
   __device__ GpuTile(Acc& acc, const Coordinates& t, uint8_t (&staging)[Buffers][detail::kSubtileBytes],
-                     int& next_buffer)
+                     int& next_buffer, const TileIn* staged, const uint8_t* staged_part)
       : acc_(acc),
         t_(t),
         staging_(staging),
         next_buffer_(next_buffer),
+        staged_(staged),
+        staged_part_(staged_part),
         rows_left_(t.problem_m - t.row0 - (t.thread / 32) * 16 - (t.thread % 32) / 4),
         cols_left_(t.problem_n - t.col0 - 2 * (t.thread % 4)) {}
 
@@ -188,10 +195,12 @@ class GpuTile {
   // thread's first word plus (rows below it) * ld / 2 + (columns right of it) / 2: once a map is
   // unrolled those distances are constants, so both elements of a pair read the same word (one
   // load) and the column part folds into the load's immediate offset.
+  // `staged_` is the address of one of the program's members (or null), and so is `&in`: the
+  // comparison is decided at compile time, with no branch in the unrolled map.
   template <class At>
   __device__ float load(const TileIn& in, const At& x) const {
-    const int32_t dc = x.col - col(0);
-    const uint32_t word = tile_word(in, x.batch, x.row - row(0, 0), dc, col(0));
+    const int32_t dr = x.row - row(0, 0), dc = x.col - col(0);
+    const uint32_t word = &in == staged_ ? staged_word(dr, dc) : tile_word(in, x.batch, dr, dc, col(0));
     return half_of(word, dc % 2);
   }
   template <class At>
@@ -328,6 +337,19 @@ class GpuTile {
     const int64_t first_word = (batch * in.batch_stride + int64_t(row(0, 0)) * in.ld + first_col) >> 1;
     return __ldg(static_cast<const uint32_t*>(in.data) + first_word + dr * (in.ld >> 1) + (dc >> 1));
   }
+  // The staged part's word holding column col(0) + dc of row row(0, 0) + dr: box dc / 64 (128 rows
+  // of 128 bytes), 16-byte chunk (dc % 64) / 8 of the row, moved by the 128B swizzle to chunk
+  // ^ (row % 8) (CUtensorMapSwizzle 128B; the part is 1024-byte aligned). Every row of a thread
+  // is lane / 4 mod 8 (dr is a multiple of 8), so the eight row groups of a warp land on eight
+  // different chunks: a warp's 32 loads hit 32 different banks.
+  __device__ uint32_t staged_word(int32_t dr, int32_t dc) const {
+    constexpr int kBoxCols = 128 / 2, kBoxBytes = Acc::kRows * 128;
+    const int lane = t_.thread % 32;
+    const int part_row = 16 * (t_.thread / 32) + lane / 4 + dr;
+    const int chunk = ((dc % kBoxCols) / 8) ^ (lane / 4);
+    const auto* box = reinterpret_cast<const uint32_t*>(staged_part_ + (dc / kBoxCols) * kBoxBytes);
+    return box[part_row * 32 + chunk * 4 + lane % 4];
+  }
   // The low (even column) or high (odd column) 16-bit value of a word, as fp32.
   __device__ static float half_of(uint32_t word, int high) {
     static_assert(In == DType::bf16 || In == DType::f16, "program kernels take bf16 or f16 operands");
@@ -453,6 +475,8 @@ class GpuTile {
   const Coordinates& t_;
   uint8_t (&staging_)[Buffers][detail::kSubtileBytes];
   int& next_buffer_;
+  const TileIn* staged_;
+  const uint8_t* staged_part_;
   int32_t rows_left_;  // rows of the problem from this thread's first row on
   int32_t cols_left_;  // columns of the problem from this thread's first column on
 };
@@ -464,9 +488,35 @@ template <class Program, int Buffers, DType In, DType Out>
 struct ProgramEpilogue {
   using Params = Program;
 
-  struct SharedStorage {
+  // Shared memory. Without a staged input: `Buffers` staging subtiles per consumer. With one
+  // (program.hpp): one 32 KB region, taken by the two consumers in turn (kernel.cuh). The producer
+  // fetches the tile's part of the input into it, kPartCols / 64 TMA boxes of kPartRows rows x
+  // 128 bytes; the program reads it first (launch_program checks), and its stores and reductions
+  // then use the same bytes as four staging subtiles. The ring keeps all six stages: there is no
+  // room for a 32 KB input beside 32 KB of staging.
+  static constexpr bool kStaged = StagesAnInput<Program>;
+  static constexpr int kInputBoxCols = 128 / 2;
+  static constexpr int kInputBoxes = kPartCols / kInputBoxCols;
+  static constexpr uint32_t kStagedInputBytes = kStaged ? uint32_t(kPartRows * kPartCols * 2) : 0u;
+  static constexpr int kBuffers = kStaged ? int(kStagedInputBytes) / detail::kSubtileBytes : Buffers;
+  struct StagingPerConsumer {
     alignas(1024) uint8_t staging[2][Buffers][detail::kSubtileBytes];  // [consumer][buffer]
   };
+  struct SharedRegion {
+    alignas(1024) uint8_t region[kBuffers][detail::kSubtileBytes];  // the input's box b is subtiles 2b, 2b + 1
+  };
+  using SharedStorage = std::conditional_t<kStaged, SharedRegion, StagingPerConsumer>;
+
+  /// One thread: fetch tile `t`'s part of the staged input, landing on `landed` (kernel.cuh).
+  __device__ void fetch_input(const Params& program, SharedStorage& s, const mainloop::TileCoordinates& t,
+                              uint64_t* landed) const {
+    if constexpr (kStaged) {
+      const CUtensorMap* map = &(program.*Program::staged_input).map;
+#pragma unroll
+      for (int box = 0; box < kInputBoxes; ++box)
+        sm90::tma_load(s.region[2 * box], map, t.col0 + box * kInputBoxCols, t.row0, t.batch, landed);
+    }
+  }
 
   template <class Acc>
   struct Pending {};  // programs run whole in prepare(): nothing is held back
@@ -474,12 +524,15 @@ struct ProgramEpilogue {
   template <class Acc>
   __device__ void prepare(const Params& program, SharedStorage& s, Acc& acc, const mainloop::TileCoordinates& t,
                           Pending<Acc>&) {
-    if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {
-      GpuTile<Acc, Buffers, In, Out, false> tile(acc, t, s.staging[t.consumer], next_buffer_);
-      program(tile);
+    if constexpr (kStaged) {
+      static_assert(Acc::kRows == kPartRows && Acc::kCols == kPartCols && kPartRows * 128 == 2 * detail::kSubtileBytes,
+                    "the staged part is a whole part, each TMA box two staging subtiles");
+      run(program, acc, t, s.region, &(program.*Program::staged_input), &s.region[0][0]);
+      // The next tile's input may land here once the stores have read their subtiles.
+      if (t.thread == 0) sm90::tma_store_wait_read<0>();
+      sm90::named_barrier_sync(1 + t.consumer, 128);
     } else {
-      GpuTile<Acc, Buffers, In, Out, true> tile(acc, t, s.staging[t.consumer], next_buffer_);
-      program(tile);
+      run(program, acc, t, s.staging[t.consumer], nullptr, nullptr);
     }
   }
 
@@ -493,6 +546,19 @@ struct ProgramEpilogue {
   }
 
  private:
+  template <class Acc>
+  __device__ void run(const Params& program, Acc& acc, const mainloop::TileCoordinates& t,
+                      uint8_t (&staging)[kBuffers][detail::kSubtileBytes], const TileIn* staged,
+                      const uint8_t* staged_part) {
+    if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {
+      GpuTile<Acc, kBuffers, In, Out, false> tile(acc, t, staging, next_buffer_, staged, staged_part);
+      program(tile);
+    } else {
+      GpuTile<Acc, kBuffers, In, Out, true> tile(acc, t, staging, next_buffer_, staged, staged_part);
+      program(tile);
+    }
+  }
+
   int next_buffer_ = 0;
 };
 

@@ -8,11 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "coda/core/tensor.hpp"
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/arguments.hpp"
+#include "coda/epilogue/output_types.hpp"
+#include "coda/epilogue/program.hpp"
 
 namespace coda::epilogue {
 
@@ -35,7 +38,8 @@ Partials per_row(const TensorView& view, const char* argument);
 Table table(const TensorView& view, const char* argument);
 
 /// The GPU executor reads tile inputs as the operands' 16-bit type, a pair of adjacent columns
-/// per aligned 32-bit word (gpu_executor.cuh): check every input the program lists.
+/// per aligned 32-bit word (gpu_executor.cuh): check every input the program lists, and the
+/// rules of a staged input (program.hpp).
 template <class Program>
 void check_tile_inputs(const Program& program, DType operands, const char* function) {
   ArgumentCheck check(function);
@@ -50,6 +54,28 @@ void check_tile_inputs(const Program& program, DType operands, const char* funct
                  "must have an even row stride and batch stride (pairs of columns are read as 32-bit words)");
   };
   if constexpr (requires { program.tile_inputs(visit); }) program.tile_inputs(visit);
+  if constexpr (StagesAnInput<Program>) {
+    // Fetched by TMA into the shared memory the program's stores and reductions then write
+    // through (program.hpp, gpu_executor.cuh): tile_in() made its map if TMA can address it.
+    const char* argument = "staged input (staged_input)";
+    const TileIn& staged = program.*Program::staged_input;
+    const CUtensorMap no_map{};
+    StoreRecorder recorder(&staged);
+    program(recorder);
+    check.require(staged.data != nullptr, argument, "must be given: the program's GPU kernel stages it in shared memory")
+        .require(recorder.late_staged_read() == 0, argument,
+                 coda::detail::concat("is read by primitive ", recorder.late_staged_read(),
+                                      " (program order), after a store, column_reduce or reduce: those write through "
+                                      "the shared memory it is staged in, so read it before them"));
+    if (staged.data != nullptr)
+      check.require(reinterpret_cast<uintptr_t>(staged.data) % 16 == 0 && (staged.ld * 2) % 16 == 0 &&
+                        (staged.batch_stride * 2) % 16 == 0,
+                    argument,
+                    "is fetched by TMA: its base must be 16-byte aligned and its row and batch strides multiples of "
+                    "16 bytes")
+          .require(std::memcmp(&staged.map, &no_map, sizeof(CUtensorMap)) != 0, argument,
+                   "has no TMA map: make it with coda::epilogue::tile_in()");
+  }
   check.throw_if_error();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/program.hpp"
@@ -20,19 +21,27 @@
 namespace coda::epilogue {
 
 /// A Tile without values: maps, loads and reductions do nothing (loads give 0), its part has no
-/// columns, and each store is counted with its TileOut's type. Programs are CODA_HD, and so is
-/// this (no-op) tile, though it only ever runs on the host.
+/// columns, and each store is counted with its TileOut's type. Given a program's staged input
+/// (program.hpp), it also calls every function the program hands a primitive, once, on a zero
+/// element, to find the first primitive that reads that input after one that writes through
+/// shared memory (a store, column_reduce or reduce). Programs are CODA_HD, and so is this (no-op)
+/// tile, though it only ever runs on the host.
 class StoreRecorder {
  public:
+  CODA_HD explicit StoreRecorder(const TileIn* staged = nullptr) : staged_(staged) {}
+
   CODA_HD ColumnRange part_columns() const { return {0, 0}; }
 
   template <class F>
-  CODA_HD void map(F&&) {}
+  CODA_HD void map(F&& f) { visit<Element&>(false, f); }
   template <class F>
-  CODA_HD void map_pairs(F&&) {}
+  CODA_HD void map_pairs(F&& f) { visit<Pair&>(false, f); }
 
   template <class At>
-  CODA_HD float load(const TileIn&, const At&) const { return 0.0f; }
+  CODA_HD float load(const TileIn& in, const At&) const {
+    if (&in == staged_ && uses_staging_ && late_staged_read_ == 0) late_staged_read_ = primitives_;
+    return 0.0f;
+  }
   template <class At>
   CODA_HD Values2 load_wide(const TileIn&, const At&) const { return {}; }
   template <class At>
@@ -43,20 +52,29 @@ class StoreRecorder {
   CODA_HD int32_t load_index(const ColumnVector&, const At&) const { return 0; }
   CODA_HD float load(const Table&, int32_t, int32_t) const { return 0.0f; }
 
-  CODA_HD void store(const TileOut& out) { record(out); }
+  CODA_HD void store(const TileOut& out) { store(out, [](const Element& x) { return x.value; }); }
   template <class F>
-  CODA_HD void store(const TileOut& out, F&&) { record(out); }
+  CODA_HD void store(const TileOut& out, F&& f) {
+    record(out);
+    visit<const Element&>(true, f);
+  }
   template <class F>
-  CODA_HD void store_pairs(const TileOut& out, F&&) { record(out); }
+  CODA_HD void store_pairs(const TileOut& out, F&& f) {
+    record(out);
+    visit<const Pair&>(true, f);
+  }
   template <class F>
-  CODA_HD void store_wide(const TileOut& out, F&&) { record(out); }
+  CODA_HD void store_wide(const TileOut& out, F&& f) {
+    record(out);
+    visit<const Element&>(true, f);
+  }
 
   template <class Monoid, class F>
-  CODA_HD void row_reduce(const Partials&, Monoid, F&&) {}
+  CODA_HD void row_reduce(const Partials&, Monoid, F&& f) { visit<const Element&>(false, f); }
   template <class Monoid, class F>
-  CODA_HD void column_reduce(const Partials&, Monoid, F&&) {}
+  CODA_HD void column_reduce(const Partials&, Monoid, F&& f) { visit<const Element&>(true, f); }
   template <class Monoid, class F>
-  CODA_HD void reduce(const Partials&, Monoid, F&&) {}
+  CODA_HD void reduce(const Partials&, Monoid, F&& f) { visit<const Element&>(true, f); }
 
   /// How many stores the program made.
   CODA_HD int stores() const { return stores_; }
@@ -65,8 +83,28 @@ class StoreRecorder {
   /// The first store (counted from 1) of a type other than first_type(); 0 when there is none.
   CODA_HD int first_other_store() const { return first_other_store_; }
   CODA_HD DType other_type() const { return other_type_; }
+  /// The first primitive (counted from 1, in program order) that reads the staged input after
+  /// one that writes through shared memory; 0 when there is none.
+  CODA_HD int late_staged_read() const { return late_staged_read_; }
 
  private:
+  // One more primitive; `f` is called on a zero element when there is a staged input to watch
+  // (a primitive writing through shared memory counts as writing before its function reads).
+  template <class At, class F>
+  CODA_HD void visit(bool uses_staging, F& f) {
+    ++primitives_;
+    uses_staging_ = uses_staging_ || uses_staging;
+    if (staged_ == nullptr) return;
+    float first = 0.0f, second = 0.0f;
+    if constexpr (std::is_same_v<std::remove_cvref_t<At>, Pair>) {
+      Pair p{first, second, 0, 0, 0};
+      (void)f(p);
+    } else {
+      Element x{first, 0, 0, 0};
+      (void)f(x);
+    }
+  }
+
   CODA_HD void record(const TileOut& out) {
     ++stores_;
     if (stores_ == 1) first_type_ = out.dtype;
@@ -76,6 +114,10 @@ class StoreRecorder {
     }
   }
 
+  const TileIn* staged_;
+  int primitives_ = 0;
+  bool uses_staging_ = false;
+  mutable int late_staged_read_ = 0;
   int stores_ = 0;
   DType first_type_ = DType::f32;
   int first_other_store_ = 0;

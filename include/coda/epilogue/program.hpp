@@ -51,6 +51,20 @@
 //   template <class Inputs>
 //   CODA_HD void tile_inputs(Inputs& in) const { in(residual); }   // each TileIn read by t.load
 //
+// A program may also name one tile input for the GPU executor to stage in shared memory:
+//
+//   static constexpr auto staged_input = &ResidualRmsNorm::residual;   // a TileIn member
+//
+// A warp of the mainloop's producer then fetches each part of that input by TMA while the part's
+// MMAs run, and t.load reads it from shared memory instead of global memory. The two consumer
+// warpgroups take one 32 KB buffer in turn for it, and the program's stores and reductions write
+// through the same buffer once the input has been read, so launch_program checks that:
+//   - the input is read (t.load) before the program's first store, column_reduce or reduce
+//     (the host runs the program once on a recorder, calling each primitive's function);
+//   - it is given, made by tile_in() on a view TMA can address (16-byte aligned base, row and
+//     batch strides multiples of 16 bytes).
+// t.load_wide reads it from global memory. The CPU executor runs such programs unchanged.
+//
 // launch_program (launch.cuh) also runs the call operator once on the host, on a tile that only
 // records stores (output_types.hpp), to find the type the tile outputs are written in: so the
 // operator is CODA_HD, and which stores a program makes depends on its arguments, not on data.
@@ -60,6 +74,7 @@
 // order in which elements are visited, only on their (row, col).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 
 #include "coda/core/dtype.hpp"
@@ -95,4 +110,11 @@ struct ColumnRange {
   int32_t first;
   int32_t end;
 };
+
+/// Whether `Program` names a tile input the GPU executor stages in shared memory (above).
+template <class Program>
+concept StagesAnInput = requires {
+  { Program::staged_input } -> std::convertible_to<TileIn Program::*>;
+};
+
 }  // namespace coda::epilogue

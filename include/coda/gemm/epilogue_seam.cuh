@@ -18,6 +18,12 @@
 //     // warpgroup, when a tile's MMAs begin, when its accumulators are final and when prepare()
 //     // (and, ping-pong, every write()) of the tile is done:
 //     __device__ void mark(const Params&, TileEvent, const TileCoordinates&);
+//     // Optional, ping-pong schedule only: a tile input staged in shared memory (kernel.cuh). Its
+//     // buffer is part of SharedStorage, and the two consumers' epilogues take it in turn: one
+//     // producer thread fetches each tile's input into it, while the tile's MMAs run, once the
+//     // epilogue of the tile before (the other consumer's) has returned from prepare():
+//     static constexpr uint32_t kStagedInputBytes;  // one tile's fetch (0: none)
+//     __device__ void fetch_input(const Params&, SharedStorage&, const TileCoordinates&, uint64_t* landed);
 //   };
 //
 // prepare() does everything that needs the accumulators (the math; converting and packing the

@@ -13,7 +13,10 @@
 //                groups, in the shadow of the tensor cores, while the producer keeps the ring full.
 //   ping-pong    the consumers take whole tiles in turn (even units of the CTA's list for
 //                consumer 0, odd for consumer 1): while one runs its epilogue, the other runs
-//                its MMAs. A "turn" barrier hands the slots over from one to the other.
+//                its MMAs. A "turn" barrier hands the slots over from one to the other. An
+//                epilogue may stage a tile input in shared memory here (epilogue_seam.cuh):
+//                producer warp 1 fetches each tile's by TMA into one buffer while the tile's MMAs
+//                run, once the other consumer's epilogue has let go of it ("input" barriers).
 //
 // setmaxnreg moves registers from the producer (40 per thread) to the consumers (232), which
 // hold 128 fp32 accumulators each. CTAs in a 2-CTA cluster split the loading of a shared operand
@@ -68,6 +71,8 @@ struct SharedStorage {
   uint64_t full[Config::kStages];
   uint64_t empty[Config::kStages];
   uint64_t turn[2];         // ping-pong: turn[c] completes when consumer c may wait on its next tile's slots
+  uint64_t input_landed[2]; // staged tile input: consumer c's tile's input has landed
+  uint64_t input_free;      // staged tile input: the epilogue that read the buffer is done with it
   int32_t last_arrival[2];  // broadcast of "this CTA completes the tile" to the tile's consumers
 };
 
@@ -199,6 +204,13 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
   return true;
 }
 
+/// Whether the epilogue stages a tile input in shared memory (epilogue_seam.cuh: fetch_input()).
+template <class Epilogue>
+constexpr bool kStagesInput = [] {
+  if constexpr (requires { Epilogue::kStagedInputBytes; }) return Epilogue::kStagedInputBytes > 0;
+  else return false;
+}();
+
 /// Whether the epilogue listens to a tile's moments (epilogue_seam.cuh: mark()).
 template <class Epilogue>
 constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Params& p, const TileCoordinates& t) {
@@ -230,15 +242,43 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       sm90::barrier_init(&s.empty[i], Config::kWarpgroupsPerTile * 4 * Config::kClusterSize);
     }
     for (int c = 0; c < 2; ++c) sm90::barrier_init(&s.turn[c], 4);  // one arrival per warp
+    for (int c = 0; c < 2; ++c) sm90::barrier_init(&s.input_landed[c], 1);
+    sm90::barrier_init(&s.input_free, 4);  // one arrival per warp of the reading consumer
     sm90::fence_barrier_init();
   }
   // Peers multicast into this CTA's slots and arrive on its barriers: they must be initialised first.
   if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
   else __syncthreads();
 
+  static_assert(!kStagesInput<Epilogue> || Config::kPingPong, "a staged tile input needs the ping-pong schedule");
   if (warpgroup == 0) {
     // ---- producer ----
     sm90::setmaxnreg_decrease<kProducerRegisters>();
+    if constexpr (kStagesInput<Epilogue>) {
+      // Warp 1 fetches each tile's staged input into the one buffer, as soon as the epilogue of
+      // the tile before (the other consumer's) is done with it: while the tile's MMAs run.
+      Epilogue epilogue;
+      if (thread / 32 == 1 && sm90::elect_one()) {
+        TileCoordinates tile{};
+        tile.problem_m = p.m;
+        tile.problem_n = p.n;
+        int unit_index = 0;
+        WorkList<Config::kClusterM, Config::kClusterN> work(p.schedule);
+        for (WorkUnit unit; work.next(p.schedule, unit, cta_rank); ++unit_index) {
+          // Released once per unit, in unit order: unit u - 1's release completes phase u - 1.
+          if (unit_index > 0) sm90::wait(&s.input_free, uint32_t(unit_index - 1) & 1);
+          tile.row0 = unit.tile_m * Config::kBlockM;
+          tile.col0 = unit.tile_n * Config::kBlockN;
+          tile.batch = unit.batch;
+          tile.tile_m = unit.tile_m;
+          tile.tile_n = unit.tile_n;
+          tile.consumer = unit_index % 2;
+          uint64_t* landed = &s.input_landed[unit_index % 2];
+          sm90::arrive_expect_bytes(landed, Epilogue::kStagedInputBytes);
+          epilogue.fetch_input(p.epilogue, s.epilogue, tile, landed);
+        }
+      }
+    }
     if (thread < 32 && sm90::elect_one()) {
       sm90::tma_prefetch_map(&p.a);
       sm90::tma_prefetch_map(&p.b);
@@ -369,22 +409,35 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
       release_slot<Config>(empty_barriers + 8 * previous, lane);
       if constexpr (kMarksTiles<Epilogue>) epilogue.mark(p.epilogue, TileEvent::accumulators_final, coords);
 
-      if (unit.segments > 1 &&
-          !combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival, p.m - coords.row0, consumer,
-                                    thread))
-        continue;
-      // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
-      while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
-      epilogue.prepare(p.epilogue, s.epilogue, acc, coords, pending);
-      if constexpr (Config::kPingPong) {
-        // The other consumer has the tensor cores: write everything now.
-        for (int step = 0; !epilogue.write(p.epilogue, s.epilogue, pending, coords, step);) ++step;
-      } else {
-        pending_coords = coords;
-        has_pending = true;
-        write_step = 0;
+      // This consumer's tiles are every other unit, so input_landed[consumer] completes once per
+      // tile of its own: the k-th (unit_index / 2) has parity k & 1. Waited for even when the unit
+      // does not finish its tile, so the fetch is over before the buffer is handed on.
+      if constexpr (kStagesInput<Epilogue>) sm90::wait(&s.input_landed[consumer], uint32_t(unit_index / 2) & 1);
+      const bool finishes_tile =
+          unit.segments == 1 || combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival,
+                                                         p.m - coords.row0, consumer, thread);
+      if (finishes_tile) {
+        // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
+        while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
+        epilogue.prepare(p.epilogue, s.epilogue, acc, coords, pending);
+        if constexpr (Config::kPingPong) {
+          // The other consumer has the tensor cores: write everything now.
+          for (int step = 0; !epilogue.write(p.epilogue, s.epilogue, pending, coords, step);) ++step;
+        } else {
+          pending_coords = coords;
+          has_pending = true;
+          write_step = 0;
+        }
+        if constexpr (kMarksTiles<Epilogue>) epilogue.mark(p.epilogue, TileEvent::epilogue_done, coords);
       }
-      if constexpr (kMarksTiles<Epilogue>) epilogue.mark(p.epilogue, TileEvent::epilogue_done, coords);
+      if constexpr (kStagesInput<Epilogue>) {
+        // This warp's reads and writes (generic proxy) are ordered before the next fetch's writes
+        // (async proxy) by a proxy fence (PTX ISA, memory consistency model, "proxies"), then one
+        // lane tells the producer.
+        sm90::fence_shared_to_async();
+        __syncwarp();
+        if (lane == 0) sm90::arrive(&s.input_free);
+      }
     }
     while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
     epilogue.finish(p.epilogue, s.epilogue, coords);

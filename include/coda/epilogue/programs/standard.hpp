@@ -129,6 +129,7 @@ struct ActivationBackward {
 
   template <class Inputs>
   CODA_HD void tile_inputs(Inputs& in) const { in(pre_activation); }
+  static constexpr auto staged_input = &ActivationBackward::pre_activation;  // program.hpp
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
