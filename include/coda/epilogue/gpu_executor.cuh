@@ -31,7 +31,8 @@
 //                        eight lanes sharing a column, then shared memory across the four warps
 //   reduce               warp shuffles, then shared memory across the four warps
 //   stores               64-row subtiles, 128 bytes wide, through a ring of staging buffers in
-//                        the 128B-swizzled layout, then TMA stores (clipped at the problem edge).
+//                        the 128B-swizzled layout (each consumer's own, or with a staged input
+//                        the region it was staged in), then TMA stores (clipped at the problem edge).
 //                        The output type is part of the kernel (`Out`, every TileOut; launch.cuh
 //                        picks it from the program's stores): with it chosen at run time, the
 //                        compiler hoists the program's values above the type switch and the
