@@ -63,6 +63,8 @@ namespace coda::epilogue {
 namespace detail {
 
 constexpr int kSubtileBytes = mainloop::kStagingSubtileBytes;
+// A staged input's TMA box: 128 bytes of 16-bit values wide (the 128B swizzle), a part tall.
+constexpr int kStagedBoxCols = 128 / 2;
 
 // Two adjacent 16-bit outputs packed in one register (mainloop::pack_16bit_pair, by DType).
 template <DType Out>
@@ -344,7 +346,7 @@ class GpuTile {
   // is lane / 4 mod 8 (dr is a multiple of 8), so the eight row groups of a warp land on eight
   // different chunks: a warp's 32 loads hit 32 different banks.
   __device__ uint32_t staged_word(int32_t dr, int32_t dc) const {
-    constexpr int kBoxCols = 128 / 2, kBoxBytes = Acc::kRows * 128;
+    constexpr int kBoxCols = detail::kStagedBoxCols, kBoxBytes = Acc::kRows * 128;
     const int lane = t_.thread % 32;
     const int part_row = 16 * (t_.thread / 32) + lane / 4 + dr;
     const int chunk = ((dc % kBoxCols) / 8) ^ (lane / 4);
@@ -496,8 +498,7 @@ struct ProgramEpilogue {
   // then use the same bytes as four staging subtiles. The ring keeps all six stages: there is no
   // room for a 32 KB input beside 32 KB of staging.
   static constexpr bool kStaged = StagesAnInput<Program>;
-  static constexpr int kInputBoxCols = 128 / 2;
-  static constexpr int kInputBoxes = kPartCols / kInputBoxCols;
+  static constexpr int kInputBoxes = kPartCols / detail::kStagedBoxCols;
   static constexpr uint32_t kStagedInputBytes = kStaged ? uint32_t(kPartRows * kPartCols * 2) : 0u;
   static constexpr int kBuffers = kStaged ? int(kStagedInputBytes) / detail::kSubtileBytes : Buffers;
   struct StagingPerConsumer {
@@ -515,7 +516,7 @@ struct ProgramEpilogue {
       const CUtensorMap* map = &(program.*Program::staged_input).map;
 #pragma unroll
       for (int box = 0; box < kInputBoxes; ++box)
-        sm90::tma_load(s.region[2 * box], map, t.col0 + box * kInputBoxCols, t.row0, t.batch, landed);
+        sm90::tma_load(s.region[2 * box], map, t.col0 + box * detail::kStagedBoxCols, t.row0, t.batch, landed);
     }
   }
 
