@@ -175,15 +175,20 @@ int timeline_benchmark(int, char**) {
               current_device().name.c_str());
   std::printf("%-22s %-22s %9s %7s %9s %9s %9s %10s %6s\n", "program", "shape", "ms", "tiles", "MMA", "epilogue",
               "turn wait", "CTA span", "GHz");
+  // A case's operands and plan, and the store-only row its programs are measured against.
+  auto start_case = [&](int64_t m, int64_t n, int64_t k, const TensorView& out, const char* shape) {
+    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true);
+    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
+    print("store", shape, time_program(plan, StoreOnly{tile_out(out, "out")}, stream));
+    return plan;
+  };
   {
     const int64_t m = 16384, n = 2048, k = 2048;
-    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), residual = allocate(bf, m, n, true);
-    const TensorView h = allocate(bf, m, n, false), u = allocate(bf, m, n, false);
+    const TensorView residual = allocate(bf, m, n, true), h = allocate(bf, m, n, false), u = allocate(bf, m, n, false);
     const TensorView g = TensorView::vector(allocate(DType::f32, 1, n, true).data, DType::f32, n);
     const TensorView sums = allocate(DType::f32, m, parts_along(n), false);
-    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
     const char* shape = "M=16384 N=2048 K=2048";
-    print("store", shape, time_program(plan, StoreOnly{tile_out(h, "h")}, stream));
+    const mainloop::LaunchPlan plan = start_case(m, n, k, h, shape);
     print("tile load + store", shape, time_program(plan, TileLoad{tile_in(residual, "residual"), tile_out(h, "h")}, stream));
     ResidualRmsNorm rms;
     rms.residual = tile_in(residual, "residual");
@@ -195,13 +200,12 @@ int timeline_benchmark(int, char**) {
   }
   {
     const int64_t m = 16384, n = 6144, k = 2048, head_dim = 128, max_position = 4096;
-    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), out = allocate(bf, m, n, false);
+    const TensorView out = allocate(bf, m, n, false);
     const TensorView cos = allocate(DType::f32, max_position, head_dim / 2, true);
     const TensorView sin = allocate(DType::f32, max_position, head_dim / 2, true);
     const TensorView positions = arena.int32_vector(m, [&](int64_t i) { return int32_t(i % max_position); });
-    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
     const char* shape = "M=16384 N=6144 K=2048";
-    print("store", shape, time_program(plan, StoreOnly{tile_out(out, "out")}, stream));
+    const mainloop::LaunchPlan plan = start_case(m, n, k, out, shape);
     Rope rope;
     rope.positions = column_vector(positions, "positions");
     rope.cos = table(cos, "cos");
@@ -213,24 +217,20 @@ int timeline_benchmark(int, char**) {
   }
   {
     const int64_t m = 16384, n = 16384, k = 2048;
-    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), out = allocate(bf, m, n, false);
-    const TensorView half = allocate(bf, m, n / 2, false);
-    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
+    const TensorView out = allocate(bf, m, n, false), half = allocate(bf, m, n / 2, false);
     const char* shape = "M=16384 N=16384 K=2048";
-    print("store", shape, time_program(plan, StoreOnly{tile_out(out, "out")}, stream));
+    const mainloop::LaunchPlan plan = start_case(m, n, k, out, shape);
     Swiglu swiglu;
     swiglu.out = tile_out(half, "out");
     print("SwiGLU", shape, time_program(plan, swiglu, stream));
   }
   {
     const int64_t m = 8192, n = 128256, k = 2048;
-    const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true), logits = allocate(bf, m, n, false);
-    const TensorView lse = allocate(DType::f32, m, parts_along(n), false);
+    const TensorView logits = allocate(bf, m, n, false), lse = allocate(DType::f32, m, parts_along(n), false);
     const TensorView picked = TensorView::vector(allocate(DType::f32, 1, m, false).data, DType::f32, m);
     const TensorView targets = arena.int32_vector(m, [&](int64_t i) { return int32_t((i * 7919) % n); });
-    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
     const char* shape = "M=8192 N=128256 K=2048";
-    print("store", shape, time_program(plan, StoreOnly{tile_out(logits, "logits")}, stream));
+    const mainloop::LaunchPlan plan = start_case(m, n, k, logits, shape);
     CrossEntropyPartials ce;
     ce.targets = column_vector(targets, "targets");
     ce.lse = row_partials(lse, "lse");
