@@ -520,6 +520,17 @@ struct StagesItsInput {
   }
 };
 static_assert(epilogue::StagesAnInput<StagesItsInput> && !epilogue::StagesAnInput<ReadsAnUnlistedInput>);
+// And a staged row vector is a RowVector member named staged_row_vector; nothing else is one.
+struct StagesItsRowVector {
+  epilogue::RowVector weight{};
+  static constexpr auto staged_row_vector = &StagesItsRowVector::weight;
+};
+struct NamesAColumnVector {
+  epilogue::ColumnVector scale{};
+  static constexpr auto staged_row_vector = &NamesAColumnVector::scale;
+};
+static_assert(epilogue::StagesARowVector<StagesItsRowVector> && !epilogue::StagesARowVector<NamesAColumnVector> &&
+              !epilogue::StagesARowVector<StagesItsInput>);
 
 TEST(TileInputsOnTheGpu, AStagedInputNeedsTmaAlignmentAndAMap) {
   alignas(16) static uint16_t storage[64];

@@ -159,6 +159,42 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
   }
 }
 
+// The GPU executor reads the RMSNorm weight once per part, two columns per load where the
+// vector's alignment allows and one by one where it does not (and in edge parts): every dtype,
+// aligned and one element off. M = 200, N = 600: interior and edge parts both ways.
+TEST(OpsGpu, ResidualRmsNormReadsTheWeightAtAnyAlignment) {
+  CODA_REQUIRE_HOPPER();
+  const Shape s{200, 600, 136};
+  DeviceTensor x(DType::bf16, s.m, s.k), w1(DType::bf16, s.n, s.k), r(DType::bf16, s.m, s.n);
+  x.random();
+  w1.random();
+  r.random(-2.0, 2.0);
+  const ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t offset : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << "weight " << name(dtype) << ", offset " << offset << " element(s), "
+                                        << seed_note());
+      DeviceTensor g(dtype, 1, s.n + 1);
+      g.random(0.5, 1.5);
+      const std::size_t element = size_of(dtype);
+      const TensorView weight =
+          TensorView::vector(static_cast<const unsigned char*>(g.device.get()) + offset * element, dtype, s.n);
+      const ref::Vector all_values = g.host.matrix().data;
+      const ref::Vector weight_values(all_values.begin() + offset, all_values.begin() + offset + s.n);
+      DeviceTensor h(DType::bf16, s.m, s.n), u(DType::bf16, s.m, s.n), rstd(DType::f32, 1, s.m);
+      h.poison();
+      u.poison();
+      DeviceBuffer workspace(ops::residual_rmsnorm_workspace_bytes(s.m, s.n));
+      ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), weight, 1e-6f, h.view(), u.view(), rstd.vector_view(),
+                                 workspace.get(), workspace.bytes());
+      CODA_CUDA_CHECK(cudaDeviceSynchronize());
+      u.download();
+      EXPECT_EQ(unwritten(u.host), 0);
+      const ref::ResidualRmsNorm want = ref::residual_rmsnorm(y, matrix_of(r), weight_values, kPartCols);
+      EXPECT_LT(ref::relative_error(u.host.matrix(), want.weighted), kBf16Tolerance);
+    }
+}
+
 // int32 values on both copies.
 DeviceTensor int_vector(const std::vector<int32_t>& values) {
   DeviceTensor t(DType::i32, 1, int64_t(values.size()));

@@ -14,13 +14,17 @@
 //                        ones tile_inputs() lists, and the CPU executor that a program lists all
 //                        it reads). The program's staged input (program.hpp) is in shared memory
 //                        when the part's program starts, fetched by the mainloop's producer
-//                        while the MMAs ran (kernel.cuh), 128B-swizzled: one conflict-free
-//                        32-bit shared load per pair of adjacent columns. Other inputs: one
+//                        while the MMAs ran (kernel.cuh), 128B-swizzled: the program's first
+//                        map reads it with one conflict-free ldmatrix.x4 per eight values (the
+//                        accumulator layout), later reads with one 32-bit shared load per
+//                        pair of adjacent columns. Other inputs: one
 //                        read-only 32-bit global load per pair, at the thread's first word plus a
 //                        compile-time offset. (An L2 prefetch of the part's rows as its MMAs
 //                        began, cp.async.bulk.prefetch, measured slower: tile load + store 1.30
 //                        -> 1.09 of the GEMM without it, H200.)
-//   vector loads         direct read-only global loads, one per element visited, without a
+//   vector loads         the program's staged row vector (program.hpp): the thread's 32 columns
+//                        read once per part into registers, 16 loads. Others: direct read-only
+//                        global loads, one per element visited, without a
 //                        branch on the element type, so that an unrolled map issues them all
 //                        before the first value is needed (all of a part's loads at once: on
 //                        the H200 that beat issuing them in batches of 32 values, residual +
@@ -143,34 +147,48 @@ __device__ __forceinline__ State shuffle_xor(const State& s, int mask) {
 /// parts straddle the problem's last row or column and check every element; interior parts (all
 /// but a few) are compiled without any check: per-element predicates would not fit in registers
 /// next to the accumulators.
-template <class Acc, int Buffers, DType In, DType Out, bool Edge>
+template <class Acc, int Buffers, DType In, DType Out, bool Edge, bool StagedInput = false, bool StagedVector = false>
 class GpuTile {
  public:
   using Coordinates = mainloop::TileCoordinates;
 
-  /// `staged` is the program's staged input (or null), whose part is at `staged_part` (kernel.cuh).
+  /// `staged` is the program's staged input (or null), whose part is at `staged_part` (kernel.cuh);
+  /// `staged_vector` its staged row vector (or null), read here (program.hpp).
   __device__ GpuTile(Acc& acc, const Coordinates& t, uint8_t (&staging)[Buffers][detail::kSubtileBytes],
-                     int& next_buffer, const TileIn* staged, const uint8_t* staged_part)
+                     int& next_buffer, const TileIn* staged, const uint8_t* staged_part,
+                     const RowVector* staged_vector)
       : acc_(acc),
         t_(t),
         staging_(staging),
         next_buffer_(next_buffer),
         staged_(staged),
         staged_part_(staged_part),
-        rows_left_(t.problem_m - t.row0 - (t.thread / 32) * 16 - (t.thread % 32) / 4),
-        cols_left_(t.problem_n - t.col0 - 2 * (t.thread % 4)) {}
+        staged_vector_(staged_vector),
+        first_row_(t.row0 + Acc::row(0, 0, t.thread)),
+        first_col_(t.col0 + Acc::col(0, t.thread)),
+        rows_left_(t.problem_m - first_row_),
+        cols_left_(t.problem_n - first_col_) {
+    if constexpr (StagedVector)
+      if (staged_vector_->data) stage_row_vector(*staged_vector_);
+  }
 
   // ---- 0. the part
   __device__ ColumnRange part_columns() const { return {t_.col0, min(t_.col0 + Acc::kCols, t_.problem_n)}; }
 
   // ---- 1. maps
+  // The first map of a program with a staged input reads that input a group of eight values at a
+  // time (read_staged_group), one ldmatrix in place of four shared loads; the program reads the
+  // input before anything else writes the buffer (launch_program checks), so in its first map.
   template <class F>
   __device__ void map(F&& f) {
     fresh_limits();
+    const bool read_groups = StagedInput && !staged_groups_read_;
+    staged_groups_read_ = true;
 #pragma unroll
     for (int b = 0; b < Acc::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < Acc::kValuesPerBlock; ++i) {
+        if (read_groups && i % 8 == 0) read_staged_group(b, i / 8);
         if (inside(b, i)) {
           Element x{acc_.value[b][i], row(b, i), col(i), t_.batch};
           f(x);
@@ -203,7 +221,11 @@ class GpuTile {
   template <class At>
   __device__ float load(const TileIn& in, const At& x) const {
     const int32_t dr = x.row - row(0, 0), dc = x.col - col(0);
-    const uint32_t word = &in == staged_ ? staged_word(dr, dc) : tile_word(in, x.batch, dr, dc, col(0));
+    uint32_t word;
+    if (!StagedInput || &in != staged_) word = tile_word(in, x.batch, dr, dc, col(0));
+    else if (dr >= 0 && dc >= 0 && dr / 64 == group_block_ && dc / 16 == group_ && dr % 64 < 16 && dr % 8 == 0 && dc % 8 < 2)
+      word = group_words_[2 * ((dc / 8) % 2) + (dr % 64) / 8];  // in the group read last (map)
+    else word = staged_word(dr, dc);
     return half_of(word, dc % 2);
   }
   template <class At>
@@ -211,8 +233,14 @@ class GpuTile {
     const uint32_t word = tile_word(in, x.batch, x.row - row(0, 0), 2 * (x.col - col(0)), 2 * col(0));
     return {half_of(word, 0), half_of(word, 1)};
   }
+  // The staged row vector at one of this thread's columns (col(0) + 8 j + k, k < 2: a constant
+  // offset in an unrolled map) comes from the registers staged at the part's start.
   template <class At>
-  __device__ float load(const RowVector& v, const At& x) const { return detail::load_element(v.data, v.dtype, x.col); }
+  __device__ float load(const RowVector& v, const At& x) const {
+    const int32_t dc = x.col - col(0);
+    if (StagedVector && &v == staged_vector_ && dc >= 0 && dc < Acc::kCols && dc % 8 < 2) return staged_values_[2 * (dc / 8) + dc % 8];
+    return detail::load_element(v.data, v.dtype, x.col);
+  }
   template <class At>
   __device__ float load(const ColumnVector& v, const At& x) const {
     return detail::load_element(v.data, v.dtype, x.batch * v.batch_stride + x.row);
@@ -353,6 +381,58 @@ class GpuTile {
     const auto* box = reinterpret_cast<const uint32_t*>(staged_part_ + (dc / kBoxCols) * kBoxBytes);
     return box[part_row * 32 + chunk * 4 + lane % 4];
   }
+  // This thread's columns of the staged row vector: value 2 j + k is column col(0) + 8 j + k. A
+  // pair is one 8-byte (fp32) or 4-byte (16-bit) load where the vector is aligned for it (col(0)
+  // is even); edge parts read only the columns inside the problem, one by one.
+  __device__ void stage_row_vector(const RowVector& v) {
+    constexpr int kPairs = Acc::kCols / 8;
+    const uintptr_t address = reinterpret_cast<uintptr_t>(v.data);
+    if constexpr (!Edge) {
+      if (v.dtype == DType::f32 && address % 8 == 0) {
+#pragma unroll
+        for (int j = 0; j < kPairs; ++j) {
+          const float2 pair = __ldg(static_cast<const float2*>(v.data) + (col(0) + 8 * j) / 2);
+          staged_values_[2 * j] = pair.x;
+          staged_values_[2 * j + 1] = pair.y;
+        }
+        return;
+      }
+      if (v.dtype != DType::f32 && address % 4 == 0) {  // bf16 or f16 (row_vector() checks)
+#pragma unroll
+        for (int j = 0; j < kPairs; ++j) {
+          const uint32_t word = __ldg(static_cast<const uint32_t*>(v.data) + (col(0) + 8 * j) / 2);
+          const bool bf16 = v.dtype == DType::bf16;
+          staged_values_[2 * j] = bf16 ? __uint_as_float(word << 16) : __half2float(__ushort_as_half(uint16_t(word)));
+          staged_values_[2 * j + 1] =
+              bf16 ? __uint_as_float(word & 0xffff0000u) : __half2float(__ushort_as_half(uint16_t(word >> 16)));
+        }
+        return;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j)
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+        staged_values_[2 * j + k] = 8 * j + k < cols_left_ ? detail::load_element(v.data, v.dtype, col(0) + 8 * j + k) : 0.0f;
+  }
+
+  // The staged part's words for values [8 g, 8 g + 8) of block b (columns 16 g .. 16 g + 15 of the
+  // thread's rows 64 b + {0, 8} of its first): one ldmatrix.x4 whose matrix 2 c + h is chunk
+  // 2 g + c (8 columns), rows 8 h .. 8 h + 7 of the warp's 16, each lane receiving exactly the word
+  // its accumulators hold there (stmatrix.cuh). Lane l addresses row l % 8 of matrix l / 8, at its
+  // 128B-swizzled chunk (staged_word): the eight rows of a matrix are eight different chunks.
+  __device__ void read_staged_group(int b, int g) {
+    constexpr int kBoxBytes = Acc::kRows * 128;
+    const int lane = t_.thread % 32, matrix = lane / 8, row_in_matrix = lane % 8;
+    const int chunk = 2 * g + matrix / 2;
+    const int part_row = 64 * b + 16 * (t_.thread / 32) + 8 * (matrix % 2) + row_in_matrix;
+    const uint32_t address = sm90::shared_address(staged_part_) + (chunk / 8) * kBoxBytes + part_row * 128 +
+                             (((chunk % 8) ^ row_in_matrix) << 4);
+    sm90::ldmatrix_x4(address, group_words_);
+    group_block_ = b;
+    group_ = g;
+  }
+
   // The low (even column) or high (odd column) 16-bit value of a word, as fp32.
   __device__ static float half_of(uint32_t word, int high) {
     static_assert(In == DType::bf16 || In == DType::f16, "program kernels take bf16 or f16 operands");
@@ -360,8 +440,19 @@ class GpuTile {
     else return __half2float(__ushort_as_half(uint16_t(high ? word >> 16 : word & 0xffffu)));
   }
 
-  __device__ int32_t row(int b, int i) const { return t_.row0 + Acc::row(b, i, t_.thread); }
-  __device__ int32_t col(int i) const { return t_.col0 + Acc::col(i, t_.thread); }
+  // With a staged input or row vector, from the thread's first row and column held in registers:
+  // the distance between two elements' positions is then a constant the compiler sees (t_'s
+  // fields may be read again from memory after any store), as the register indices of the staged
+  // values need. Other programs keep the coordinates' form: in registers, the general
+  // LinearCombination's kernel serialized its wgmmas (ptxas C7520) and ran 30x slower.
+  __device__ int32_t row(int b, int i) const {
+    if constexpr (StagedInput || StagedVector) return first_row_ + Acc::row_offset(b, i);
+    else return t_.row0 + Acc::row(b, i, t_.thread);
+  }
+  __device__ int32_t col(int i) const {
+    if constexpr (StagedInput || StagedVector) return first_col_ + Acc::col_offset(i);
+    else return t_.col0 + Acc::col(i, t_.thread);
+  }
   // Pin the program's values in place: nothing computed from them may be moved across this point.
   // Without it the compiler computes a later store's converted values early, inside an earlier
   // store's barrier phase, and those extra registers spill next to the 128 accumulators.
@@ -480,6 +571,14 @@ class GpuTile {
   int& next_buffer_;
   const TileIn* staged_;
   const uint8_t* staged_part_;
+  const RowVector* staged_vector_;
+  float staged_values_[Acc::kCols / 4];  // the staged row vector at this thread's columns
+  bool staged_groups_read_ = false;  // the first map has run (read_staged_group)
+  uint32_t group_words_[4];      // the staged input's words last read by read_staged_group,
+  int group_block_ = -1;              // for its block and group of eight values
+  int group_ = -1;
+  int32_t first_row_;  // this thread's first row and column (value 0 of block 0)
+  int32_t first_col_;
   int32_t rows_left_;  // rows of the problem from this thread's first row on
   int32_t cols_left_;  // columns of the problem from this thread's first column on
 };
@@ -552,11 +651,13 @@ struct ProgramEpilogue {
   __device__ void run(const Params& program, Acc& acc, const mainloop::TileCoordinates& t,
                       uint8_t (&staging)[kBuffers][detail::kSubtileBytes], const TileIn* staged,
                       const uint8_t* staged_part) {
+    const RowVector* staged_vector = nullptr;
+    if constexpr (StagesARowVector<Program>) staged_vector = &(program.*Program::staged_row_vector);
     if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {
-      GpuTile<Acc, kBuffers, In, Out, false> tile(acc, t, staging, next_buffer_, staged, staged_part);
+      GpuTile<Acc, kBuffers, In, Out, false, kStaged, StagesARowVector<Program>> tile(acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
       program(tile);
     } else {
-      GpuTile<Acc, kBuffers, In, Out, true> tile(acc, t, staging, next_buffer_, staged, staged_part);
+      GpuTile<Acc, kBuffers, In, Out, true, kStaged, StagesARowVector<Program>> tile(acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
       program(tile);
     }
   }

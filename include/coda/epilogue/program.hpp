@@ -65,6 +65,16 @@
 //     batch strides multiples of 16 bytes).
 // t.load_wide reads it from global memory. The CPU executor runs such programs unchanged.
 //
+// And one row vector for the GPU executor to read once per part, into registers:
+//
+//   static constexpr auto staged_row_vector = &ResidualRmsNorm::weight;   // a RowVector member
+//
+// Each thread then reads its 32 columns of it (16 loads, two columns each where the vector's
+// alignment allows) as the part's program starts, and t.load of that vector at an element's own
+// column takes the value from there. Without it, every t.load of a row vector is a global load of
+// its own, repeated in each of the part's four store subtiles (the compiler may not merge loads
+// across the stores' barriers). A vector that is not set (data null) is not read.
+//
 // launch_program (launch.cuh) also runs the call operator once on the host, on a tile that only
 // records stores (output_types.hpp), to find the type the tile outputs are written in: so the
 // operator is CODA_HD, and which stores a program makes depends on its arguments, not on data.
@@ -115,6 +125,12 @@ struct ColumnRange {
 template <class Program>
 concept StagesAnInput = requires {
   { Program::staged_input } -> std::convertible_to<TileIn Program::*>;
+};
+
+/// Whether `Program` names a row vector the GPU executor reads once per part (above).
+template <class Program>
+concept StagesARowVector = requires {
+  { Program::staged_row_vector } -> std::convertible_to<RowVector Program::*>;
 };
 
 }  // namespace coda::epilogue

@@ -5,6 +5,8 @@
 // stmatrix.m8n8.x4 stores four 8x8 matrices of 16-bit values. In each, lane l holds row l/4,
 // columns 2*(l%4) and 2*(l%4)+1 packed in one 32-bit register: exactly how a wgmma accumulator
 // fragment holds an 8x8 block. Lane l supplies the shared address of row l%8 of matrix l/8.
+// ldmatrix.m8n8.x4 is the same in the other direction (PTX ISA 9.7.14.5.15): a tile input read
+// straight into the accumulator layout, four 32-bit words per lane in one instruction.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,13 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t row_address, uint32_t r0, u
                                             uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_address), "r"(r0),
                "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t row_address, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row_address)
                : "memory");
 }
 

@@ -24,6 +24,9 @@ struct ResidualRmsNorm {
   // Fetched into shared memory during the tile's MMAs (program.hpp): read straight from global
   // memory, the residual's 64 loads per thread were about half of the epilogue's time.
   static constexpr auto staged_input = &ResidualRmsNorm::residual;
+  // Read once per part into registers (program.hpp): loaded in each store subtile, the weight's
+  // loads were a third of the epilogue's time (coda bench timeline).
+  static constexpr auto staged_row_vector = &ResidualRmsNorm::weight;
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
