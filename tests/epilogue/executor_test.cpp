@@ -16,6 +16,7 @@
 
 #include "coda/core/status.hpp"
 #include "coda/epilogue/host_arguments.hpp"
+#include "coda/epilogue/programs/standard.hpp"
 #include "coda/reference/cross_entropy.hpp"
 #include "coda/reference/epilogues.hpp"
 #include "coda/reference/reductions.hpp"
@@ -531,6 +532,14 @@ struct NamesAColumnVector {
 };
 static_assert(epilogue::StagesARowVector<StagesItsRowVector> && !epilogue::StagesARowVector<NamesAColumnVector> &&
               !epilogue::StagesARowVector<StagesItsInput>);
+// A null member pointer names none: LinearCombinationOf stages its column bias only with that term.
+struct NamesNoRowVector {
+  epilogue::RowVector weight{};
+  static constexpr epilogue::RowVector NamesNoRowVector::* staged_row_vector = nullptr;
+};
+static_assert(!epilogue::StagesARowVector<NamesNoRowVector>);
+static_assert(epilogue::StagesARowVector<epilogue::LinearCombinationOf<epilogue::LinearCombinationTerms{.column_bias = true}>> &&
+              !epilogue::StagesARowVector<epilogue::LinearCombinationOf<epilogue::LinearCombinationTerms{.row_bias = true}>>);
 
 TEST(TileInputsOnTheGpu, AStagedInputNeedsTmaAlignmentAndAMap) {
   alignas(16) static uint16_t storage[64];

@@ -2,7 +2,7 @@
 // against the reference of the EVT set (coda/reference/epilogues.hpp, reductions.hpp): every scale
 // kind of every term, biases per row and per column, every activation, the pre-activation output,
 // fp8 outputs with a scale and the amax partials, bias gradients per column and per row, and every
-// reduction. A 150 x 300 problem (narrower parts at both edges) of two batches.
+// reduction; LinearCombinationOf (terms chosen at compile time) against LinearCombination. A 150 x 300 problem (narrower parts at both edges) of two batches.
 #include "coda/epilogue/programs/standard.hpp"
 
 #include <gtest/gtest.h>
@@ -218,33 +218,104 @@ TEST_P(EpilogueLinearCombination, Fp8OutputsWithScaleAndAmax) {
   }
 }
 
-// LinearCombinationWith<kind> (the kind fixed at compile time) computes what LinearCombination
-// with that kind computes, bit for bit: the same fp32 operations in the same order.
-TEST_P(EpilogueLinearCombination, ActivationFixedAtCompileTimeGivesTheSameBits) {
+// LinearCombinationOf<terms> (only those terms compiled, the activation fixed) computes what
+// LinearCombination computes from the same arguments, bit for bit: the same fp32 operations in the
+// same order.
+TEST_P(EpilogueLinearCombination, TermsChosenAtCompileTimeGiveTheSameBits) {
+  using epilogue::Activation;
+  using epilogue::LinearCombinationTerms;
   const auto acc = random_accumulators(kShape);
   const HostTensor source = random_input(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
   const ScaleOperand bias(ScaleKind::per_column);
-  auto run = [&](auto program) {
+  // Each program with gelu_tanh, a column bias and, when it has those terms, alpha, C and the
+  // pre-activation.
+  auto run = [&](auto program, bool every_term) {
     HostTensor out = poisoned_output(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
     HostTensor pre = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
-    program.alpha = {.value = 1.5f};
-    program.source = tile_in(source);
-    program.beta = {.value = -0.5f};
+    if (every_term) {
+      program.alpha = {.value = 1.5f};
+      program.source = tile_in(source);
+      program.beta = {.value = -0.5f};
+      program.pre_activation = tile_out(pre);
+    }
+    program.activation.kind = Activation::gelu_tanh;
     program.column_bias = bias.program().per_column;
-    program.pre_activation = tile_out(pre);
     program.out = tile_out(out);
     run_batches(program, acc, part());
     return std::pair{out.bytes, pre.bytes};
   };
-  epilogue::LinearCombination at_run_time;
-  at_run_time.activation.kind = epilogue::Activation::gelu_tanh;
-  const epilogue::LinearCombinationWith<epilogue::Activation::gelu_tanh> fixed;
-  EXPECT_EQ(fixed.activation.kind, epilogue::Activation::gelu_tanh);
-  const auto [want_out, want_pre] = run(at_run_time);
-  const auto [got_out, got_pre] = run(fixed);
+  const epilogue::LinearCombinationOf<LinearCombinationTerms{.alpha = true,
+                                                             .source = true,
+                                                             .column_bias = true,
+                                                             .pre_activation = true,
+                                                             .activation = Activation::gelu_tanh}>
+      four_terms;
+  EXPECT_EQ(four_terms.activation.kind, Activation::gelu_tanh);  // the kind it is built for, from the start
+  const auto [want_out, want_pre] = run(epilogue::LinearCombination{}, true);
+  const auto [got_out, got_pre] = run(four_terms, true);
   EXPECT_TRUE(got_out == want_out);
   EXPECT_TRUE(got_pre == want_pre);
-  EXPECT_FALSE(got_out == run(epilogue::LinearCombination{}).first);  // the activation changed the bits
+
+  const epilogue::LinearCombinationOf<LinearCombinationTerms{.column_bias = true, .activation = Activation::gelu_tanh}>
+      bias_gelu;
+  const auto want_bias_gelu = run(epilogue::LinearCombination{}, false).first;
+  EXPECT_TRUE(run(bias_gelu, false).first == want_bias_gelu);
+  EXPECT_FALSE(want_bias_gelu == want_out);  // alpha and C changed the bits
+}
+
+// An argument whose term a LinearCombinationOf kernel lacks would be silently ignored: the CPU
+// executor (and launch_program, through the same check) refuses it, naming the argument and the term.
+TEST(EpilogueLinearCombinationTerms, AnArgumentWithoutItsTermIsRefusedByName) {
+  using epilogue::Activation;
+  using Bare = epilogue::LinearCombinationOf<epilogue::LinearCombinationTerms{}>;  // D = acc
+  const auto acc = random_accumulators({64, 128});
+  const HostTensor in = random_input(DType::bf16, 64, 128);
+  const HostTensor row = random_row_vector(DType::f32, 128, 0.5, 2.0);
+  const HostTensor column = random_column_vector(DType::f32, 64, 1, 0.5, 2.0);
+  HostTensor out = poisoned_output(DType::bf16, 64, 128), pre = poisoned_output(DType::bf16, 64, 128);
+  PartialsBuffer amax(1, 1, 1);
+  const std::vector<std::pair<std::string, Bare>> cases = {
+      {"alpha", {.alpha = {.value = 2.0f}}},
+      {"alpha", {.alpha = {.per_row = column_vector(column)}}},
+      {"source", {.source = tile_in(in), .beta = {.value = 1.0f}}},
+      {"second_source", {.second_source = tile_in(in), .gamma = {.value = 1.0f}}},
+      {"column_bias", {.column_bias = row_vector(row)}},
+      {"row_bias", {.row_bias = column_vector(column)}},
+      {"pre_activation", {.pre_activation = tile_out(pre)}},
+      {"amax", {.amax = amax.partials()}},
+  };
+  for (const auto& [argument, arguments] : cases) {
+    SCOPED_TRACE(argument);
+    Bare program = arguments;
+    program.out = tile_out(out);
+    try {
+      ref::run_epilogue(program, acc[0], 0, {64, 128});
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("'" + argument + "'"), std::string::npos) << message;
+      EXPECT_NE(message.find("LinearCombinationTerms::" + (argument == "alpha" ? std::string("alpha") : argument)),
+                std::string::npos)
+          << message;
+      EXPECT_EQ(e.code(), StatusCode::unsupported);
+    }
+  }
+  Bare gelu;
+  gelu.activation.kind = Activation::gelu_tanh;
+  gelu.out = tile_out(out);
+  try {
+    ref::run_epilogue(gelu, acc[0], 0, {64, 128});
+    ADD_FAILURE() << "a kind other than the one built for was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is gelu_tanh, but this LinearCombination kernel is built for identity"),
+              std::string::npos)
+        << e.what();
+  }
+  // The terms it has may be left unset, and a scalar alpha of 1 is no term at all.
+  Bare plain{.alpha = {.value = 1.0f}};
+  plain.out = tile_out(out);
+  ref::run_epilogue(plain, acc[0], 0, {64, 128});
+  expect_output(out, {acc[0]});
 }
 
 // As in BLAS, a source whose scale is a scalar zero is never read: NaN in it does not reach D.

@@ -68,6 +68,7 @@ void launch_program_writing(const mainloop::LaunchPlan& plan, const Program& pro
 template <class Program, DType... Also>
 void launch_program(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream,
                     OutputTypes<Also...> = {}) {
+  epilogue::check_arguments(program, "coda::launch_program");
   epilogue::check_tile_inputs(program, plan.input, "coda::launch_program");
   const DType out = epilogue::output_type(program, plan.input, {Also...}, "coda::launch_program");
   if (plan.input == DType::bf16) detail::launch_program_writing<__nv_bfloat16, DType::bf16, Also...>(plan, program, out, stream);

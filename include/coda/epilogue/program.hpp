@@ -69,11 +69,18 @@
 //
 //   static constexpr auto staged_row_vector = &ResidualRmsNorm::weight;   // a RowVector member
 //
-// Each thread then reads its 32 columns of it (16 loads, two columns each where the vector's
+// (a null member pointer names none: LinearCombinationOf stages its column bias only where it has
+// one). Each thread then reads its 32 columns of it (16 loads, two columns each where the vector's
 // alignment allows) as the part's program starts, and t.load of that vector at an element's own
 // column takes the value from there. Without it, every t.load of a row vector is a global load of
 // its own, repeated in each of the part's four store subtiles (the compiler may not merge loads
 // across the stores' barriers). A vector that is not set (data null) is not read.
+//
+// A program whose arguments have rules of their own (beyond what each descriptor's builder in
+// host_arguments.hpp checks) states them in a host member; launch_program and the CPU executor
+// call it before anything runs (LinearCombinationOf: no argument set whose term is compiled out):
+//
+//   void check_arguments(coda::ArgumentCheck& check) const { check.require(..., "alpha", "..."); }
 //
 // launch_program (launch.cuh) also runs the call operator once on the host, on a tile that only
 // records stores (output_types.hpp), to find the type the tile outputs are written in: so the
@@ -89,6 +96,7 @@
 
 #include "coda/core/dtype.hpp"
 #include "coda/core/host_device.hpp"
+#include "coda/core/validate.hpp"
 #include "coda/epilogue/arguments.hpp"
 #include "coda/epilogue/math.hpp"
 #include "coda/epilogue/monoids.hpp"
@@ -127,10 +135,21 @@ concept StagesAnInput = requires {
   { Program::staged_input } -> std::convertible_to<TileIn Program::*>;
 };
 
-/// Whether `Program` names a row vector the GPU executor reads once per part (above).
+/// Whether `Program` names a row vector the GPU executor reads once per part (above); a null
+/// member pointer names none (a program whose vector is optional at compile time).
 template <class Program>
 concept StagesARowVector = requires {
   { Program::staged_row_vector } -> std::convertible_to<RowVector Program::*>;
-};
+} && (Program::staged_row_vector != nullptr);
+
+/// Run `program.check_arguments` (above), if it has one, and throw its first failure.
+template <class Program>
+void check_arguments(const Program& program, const char* function) {
+  if constexpr (requires(ArgumentCheck& check) { program.check_arguments(check); }) {
+    ArgumentCheck check(function);
+    program.check_arguments(check);
+    check.throw_if_error();
+  }
+}
 
 }  // namespace coda::epilogue

@@ -161,6 +161,7 @@ class CpuTile {
 /// fp32 first (what the GPU's accumulators hold).
 template <class Program>
 void run_epilogue(const Program& program, const Matrix& accumulators, int32_t batch, PartShape part) {
+  epilogue::check_arguments(program, "coda::ref::run_epilogue");
   std::vector<const void*> listed;
   auto list = [&](const epilogue::TileIn& in) { listed.push_back(in.data); };
   if constexpr (requires { program.tile_inputs(list); }) program.tile_inputs(list);

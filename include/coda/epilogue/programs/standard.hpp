@@ -3,7 +3,8 @@
 //
 //   LinearCombination   D = act(alpha * acc + beta * C + gamma * X2 + bias), each term optional;
 //                       optionally also the pre-activation (for the backward) and amax;
-//                       LinearCombinationWith<Activation::k> fixes act at compile time
+//                       LinearCombinationOf<LinearCombinationTerms{...}> holds only the terms
+//                       named (a kernel per set of terms, as fast as a hand-written program)
 //   ActivationBackward  dX = acc * act'(pre), with the bias gradient as a column (per-column bias)
 //                       or row (per-row bias) reduction of dX, like cuBLASLt's DGELU_BGRAD
 //   Reductions          row sums / sums of squares / max and column sums of acc, plus the output
@@ -11,6 +12,7 @@
 
 #include <cmath>
 
+#include "coda/core/validate.hpp"
 #include "coda/epilogue/program.hpp"
 
 namespace coda::epilogue {
@@ -62,13 +64,45 @@ struct Scale {
   }
 };
 
-/// D = act(alpha acc + beta C + gamma X2 + column bias + row bias). `LinearCombination` reads the
-/// activation's kind at run time; `LinearCombinationWith<Activation::gelu_tanh>` fixes it at
-/// compile time (its `activation.kind` starts as that kind and is not read; slope, lo and hi are),
-/// a kernel per activation. Both are slow on the GPU yet (`coda bench primitives`, H200, bias + GELU
-/// over the plain GEMM at K = 2048 / 4096: 1.73 / 1.38 with the kind at run time, 1.50 / 1.25
-/// fixed): every other option is still a run-time argument, and the kernel spills.
-template <bool kActivationAtRunTime, Activation kActivation = Activation::identity>
+/// The terms a LinearCombination kernel holds code for, as a template argument (C++20):
+///
+///   // D = gelu_tanh(acc + bias[n]), and its pre-activation for the backward:
+///   using BiasGelu = LinearCombinationOf<LinearCombinationTerms{
+///       .column_bias = true, .pre_activation = true, .activation = Activation::gelu_tanh}>;
+///
+/// A kernel built with only the terms it uses is as lean as a hand-written program of them. A term
+/// left out must be left unset in the program's arguments (launch_program and the CPU executor
+/// check, naming the argument): it is not computed.
+struct LinearCombinationTerms {
+  bool alpha = false;           // acc scaled by anything but the scalar 1 (a scalar, per row or per column)
+  bool source = false;          // + beta C
+  bool second_source = false;   // + gamma X2
+  bool column_bias = false;     // + bias[n]
+  bool row_bias = false;        // + bias[m]
+  bool pre_activation = false;  // also store act's input
+  bool amax = false;            // max |D| per part
+  bool activation_at_run_time = false;           // read activation.kind at run time: every kind's code
+  Activation activation = Activation::identity;  // otherwise the one kind (activation.kind must match)
+};
+
+/// Every term, the activation read at run time: one kernel for every use.
+inline constexpr LinearCombinationTerms kEveryLinearCombinationTerm{.alpha = true,
+                                                                    .source = true,
+                                                                    .second_source = true,
+                                                                    .column_bias = true,
+                                                                    .row_bias = true,
+                                                                    .pre_activation = true,
+                                                                    .amax = true,
+                                                                    .activation_at_run_time = true};
+
+/// D = act(alpha acc + beta C + gamma X2 + column bias + row bias), with the terms of `kTerms`.
+/// `LinearCombination` holds every term and reads the activation's kind at run time: one kernel for
+/// every use, but a slow one on the GPU (it holds every combination's code, and ptxas spills ~5 KB
+/// beside the 128 accumulators). `LinearCombinationOf<terms>` holds only the terms named.
+/// `coda bench primitives`, H200, bias + GELU over the plain GEMM at K = 2048 / 4096: 1.43-1.48 /
+/// 1.16-1.18 with every term, 1.20-1.23 / 1.07-1.09 with those two terms alone (`coda bench
+/// timeline`: CTA span 1.06-1.13 of the plain store kernel's at K = 2048).
+template <LinearCombinationTerms kTerms>
 struct LinearCombinationProgram {
   Scale alpha{};
   TileIn source{};          // C (optional)
@@ -77,35 +111,58 @@ struct LinearCombinationProgram {
   Scale gamma = Scale::constant(0.0f);
   RowVector column_bias{};  // optional, N
   ColumnVector row_bias{};  // optional, M
-  ActivationFunction activation{kActivation};
+  ActivationFunction activation{kTerms.activation};
   TileOut pre_activation{};  // optional
   Partials amax{};           // optional: max |D| per part (before an fp8 output's scale)
   TileOut out{};
 
+  // The column bias read once per part into registers (program.hpp): loaded per element in its
+  // map, the bias slowed the other consumer's MMAs by 4% (coda bench timeline).
+  static constexpr auto staged_row_vector =
+      kTerms.column_bias ? &LinearCombinationProgram::column_bias : decltype(&LinearCombinationProgram::column_bias){};
+
   template <class Inputs>
   CODA_HD void tile_inputs(Inputs& in) const {
-    if (source.data && !beta.zero()) in(source);
-    if (second_source.data && !gamma.zero()) in(second_source);
+    if (kTerms.source && source.data && !beta.zero()) in(source);
+    if (kTerms.second_source && second_source.data && !gamma.zero()) in(second_source);
   }
 
   // One map per term present, in the order alpha acc + beta C + gamma X2 + column bias + row bias,
-  // each behind a branch on the arguments (uniform over the tile). Every option is a run-time
-  // argument, so the GPU kernel holds every combination's code, and ptxas spills beside the 128
-  // accumulators: ~5.4 KB with the activation's kind read at run time (its map chosen once per
-  // tile, by visit), ~1 KB with it fixed (each path alone: 0-340 bytes). The fused ops are
-  // programs of their own and spill nothing.
+  // each behind a branch on the arguments (uniform over the tile), and compiled only when kTerms
+  // names it.
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
-    alpha.multiply(t);
-    if (source.data) beta.add_times(t, source);
-    if (second_source.data) gamma.add_times(t, second_source);
-    if (column_bias.data) t.map([&](Element& x) { x.value += t.load(column_bias, x); });
-    if (row_bias.data) t.map([&](Element& x) { x.value += t.load(row_bias, x); });
-    if (pre_activation.data) t.store(pre_activation);
-    if constexpr (kActivationAtRunTime) activation.visit([&](auto kind) { activate<decltype(kind)::value>(t); });
-    else activate<kActivation>(t);
-    if (amax.data) t.reduce(amax, Max{}, [](const Element& x) { return fabsf(x.value); });
+    if constexpr (kTerms.alpha) alpha.multiply(t);
+    if constexpr (kTerms.source) if (source.data) beta.add_times(t, source);
+    if constexpr (kTerms.second_source) if (second_source.data) gamma.add_times(t, second_source);
+    if constexpr (kTerms.column_bias) if (column_bias.data) t.map([&](Element& x) { x.value += t.load(column_bias, x); });
+    if constexpr (kTerms.row_bias) if (row_bias.data) t.map([&](Element& x) { x.value += t.load(row_bias, x); });
+    if constexpr (kTerms.pre_activation) if (pre_activation.data) t.store(pre_activation);
+    if constexpr (kTerms.activation_at_run_time) activation.visit([&](auto kind) { activate<decltype(kind)::value>(t); });
+    else activate<kTerms.activation>(t);
+    if constexpr (kTerms.amax) if (amax.data) t.reduce(amax, Max{}, [](const Element& x) { return fabsf(x.value); });
     t.store(out);
+  }
+
+  /// Host (launch_program and ref::run_epilogue call it): every argument set has its term.
+  void check_arguments(ArgumentCheck& check) const {
+    auto term = [&](bool compiled, bool set, const char* argument, const char* name) {
+      check.require(compiled || !set, argument,
+                    coda::detail::concat("is set, but this LinearCombination kernel is built without its term (",
+                                         "LinearCombinationTerms::", name, ")"),
+                    StatusCode::unsupported);
+    };
+    term(kTerms.alpha, !(alpha.scalar() && alpha.value == 1.0f), "alpha", "alpha");
+    term(kTerms.source, source.data != nullptr, "source", "source");
+    term(kTerms.second_source, second_source.data != nullptr, "second_source", "second_source");
+    term(kTerms.column_bias, column_bias.data != nullptr, "column_bias", "column_bias");
+    term(kTerms.row_bias, row_bias.data != nullptr, "row_bias", "row_bias");
+    term(kTerms.pre_activation, pre_activation.data != nullptr, "pre_activation", "pre_activation");
+    term(kTerms.amax, amax.data != nullptr, "amax", "amax");
+    check.require(kTerms.activation_at_run_time || activation.kind == kTerms.activation, "activation.kind",
+                  coda::detail::concat("is ", name(activation.kind), ", but this LinearCombination kernel is built for ",
+                                       name(kTerms.activation), " (LinearCombinationTerms::activation)"),
+                  StatusCode::unsupported);
   }
 
  private:
@@ -116,9 +173,9 @@ struct LinearCombinationProgram {
   }
 };
 
-using LinearCombination = LinearCombinationProgram<true>;
-template <Activation Kind>
-using LinearCombinationWith = LinearCombinationProgram<false, Kind>;
+using LinearCombination = LinearCombinationProgram<kEveryLinearCombinationTerm>;
+template <LinearCombinationTerms kTerms>
+using LinearCombinationOf = LinearCombinationProgram<kTerms>;
 
 struct ActivationBackward {
   TileIn pre_activation{};  // the saved pre-activation, M x N
