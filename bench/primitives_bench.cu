@@ -4,7 +4,8 @@
 // configuration (pingpong_m128n128) and over coda's default GEMM. A ratio near 1 means the
 // primitive hides behind the other consumer warpgroup's MMAs. More rows: an e4m3 output (scaled,
 // saturating), and the standard set's LinearCombination computing bias + GELU (the epilogue of
-// CUTLASS's numbers in PERFORMANCE.md), with the activation's kind read at run time and fixed.
+// CUTLASS's numbers in PERFORMANCE.md): with every term compiled and the activation's kind read at
+// run time, and as LinearCombinationOf the bias and GELU alone (and with the pre-activation stored).
 #include "primitives_bench.hpp"
 
 #include <cuda_runtime.h>
@@ -125,7 +126,12 @@ int primitives_benchmark(int, char**) {
       return program;
     };
     row("LinearCombination bias+GELU", bias_gelu(epilogue::LinearCombination{}));
-    row("  GELU fixed (...With<>)", bias_gelu(epilogue::LinearCombinationWith<epilogue::Activation::gelu_tanh>{}));
+    row("  ...Of<bias, GELU>", bias_gelu(LinearCombinationOf<LinearCombinationTerms{
+                                   .column_bias = true, .activation = Activation::gelu_tanh}>{}));
+    auto with_pre_activation = bias_gelu(LinearCombinationOf<LinearCombinationTerms{
+        .column_bias = true, .pre_activation = true, .activation = Activation::gelu_tanh}>{});
+    with_pre_activation.pre_activation = tile_out(second, "pre_activation");
+    row("  ...Of<bias, GELU, pre-act>", with_pre_activation);
   }
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
   return 0;

@@ -14,7 +14,8 @@
 //              can be slower at the same cycle count
 //
 // Programs: a plain store, a tile load + store, and the library's SwiGLU, RoPE, residual + RMSNorm
-// and cross-entropy programs (cross-entropy also soft-capped), at shapes of `coda bench ops`.
+// and cross-entropy programs (cross-entropy also soft-capped), at shapes of `coda bench ops`, and
+// the standard set's bias + GELU (LinearCombinationOf those two terms).
 #include "tile_timeline.hpp"
 
 #include <cuda_runtime.h>
@@ -28,6 +29,7 @@
 #include "coda/epilogue/host_arguments.hpp"
 #include "coda/epilogue/launch.cuh"
 #include "coda/epilogue/programs/cross_entropy.hpp"
+#include "coda/epilogue/programs/standard.hpp"
 #include "coda/epilogue/programs/rmsnorm.hpp"
 #include "coda/epilogue/programs/rope.hpp"
 #include "coda/epilogue/programs/swiglu.hpp"
@@ -82,7 +84,7 @@ struct TimedEpilogue {
 };
 
 struct Summary {
-  double ms = 0, mma = 0, epilogue = 0, turn_wait = 0, span = 0;
+  double ms = 0, plain_ms = 0, mma = 0, epilogue = 0, turn_wait = 0, span = 0;
   long tiles = 0;
 };
 
@@ -143,6 +145,7 @@ Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, c
                                                                                stream);
   };
   const double ms = pooled_median_ms([&](int) { launch(); }, stream);
+  const double plain_ms = pooled_median_ms([&](int) { launch_program(plan, program, stream); }, stream);
   CODA_CUDA_CHECK(cudaMemsetAsync(clocks, 0, count * sizeof(unsigned long long), stream));
   launch();
   std::vector<unsigned long long> host(count);
@@ -151,12 +154,13 @@ Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, c
   CODA_CUDA_CHECK(cudaFree(clocks));
   Summary r = summarize(host, ctas, tiles);
   r.ms = ms;
+  r.plain_ms = plain_ms;
   return r;
 }
 
 void print(const char* name, const char* shape, const Summary& r) {
-  std::printf("%-22s %-22s %9.4f %7ld %9.0f %9.0f %9.0f %10.0f %6.2f\n", name, shape, r.ms, r.tiles, r.mma, r.epilogue,
-              r.turn_wait, r.span, r.span / (r.ms * 1e6));
+  std::printf("%-22s %-22s %9.4f %9.4f %7ld %9.0f %9.0f %9.0f %10.0f %6.2f\n", name, shape, r.ms, r.plain_ms, r.tiles, r.mma,
+              r.epilogue, r.turn_wait, r.span, r.span / (r.ms * 1e6));
 }
 
 }  // namespace
@@ -173,8 +177,8 @@ int timeline_benchmark(int, char**) {
   const DType bf = DType::bf16;
   std::printf("coda bench timeline: %s, bf16, pingpong_m128n128; per tile (means, SM clock cycles)\n",
               current_device().name.c_str());
-  std::printf("%-22s %-22s %9s %7s %9s %9s %9s %10s %6s\n", "program", "shape", "ms", "tiles", "MMA", "epilogue",
-              "turn wait", "CTA span", "GHz");
+  std::printf("%-22s %-22s %9s %9s %7s %9s %9s %9s %10s %6s\n", "program", "shape", "ms", "plain ms", "tiles", "MMA",
+              "epilogue", "turn wait", "CTA span", "GHz");
   // A case's operands and plan, and the store-only row its programs are measured against.
   auto start_case = [&](int64_t m, int64_t n, int64_t k, const TensorView& out, const char* shape) {
     const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true);
@@ -197,6 +201,11 @@ int timeline_benchmark(int, char**) {
     rms.weight = row_vector(g, "weight");
     rms.sum_squares = row_partials(sums, "sums");
     print("residual + RMSNorm", shape, time_program(plan, rms, stream));
+    // The standard set's bias + GELU, as a kernel of those two terms alone.
+    LinearCombinationOf<LinearCombinationTerms{.column_bias = true, .activation = Activation::gelu_tanh}> bias_gelu;
+    bias_gelu.column_bias = row_vector(g, "bias");
+    bias_gelu.out = tile_out(h, "out");
+    print("bias + GELU (LC-Of)", shape, time_program(plan, bias_gelu, stream));
   }
   {
     const int64_t m = 16384, n = 6144, k = 2048, head_dim = 128, max_position = 4096;
