@@ -5,7 +5,9 @@
 // primitive hides behind the other consumer warpgroup's MMAs. More rows: an e4m3 output (scaled,
 // saturating), and the standard set's LinearCombination computing bias + GELU (the epilogue of
 // CUTLASS's numbers in PERFORMANCE.md): with every term compiled and the activation's kind read at
-// run time, and as LinearCombinationOf the bias and GELU alone (and with the pre-activation stored).
+// run time, and as LinearCombinationOf the bias and GELU alone (and with the pre-activation stored);
+// then its backward, ActivationBackward: dX = dY gelu'(pre) and the bias gradient (column sums),
+// with the kind read at run time and fixed (ActivationBackwardOf).
 #include "primitives_bench.hpp"
 
 #include <cuda_runtime.h>
@@ -132,6 +134,17 @@ int primitives_benchmark(int, char**) {
         .column_bias = true, .pre_activation = true, .activation = Activation::gelu_tanh}>{});
     with_pre_activation.pre_activation = tile_out(second, "pre_activation");
     row("  ...Of<bias, GELU, pre-act>", with_pre_activation);
+    ActivationBackward backward;  // the training backward of bias + GELU: dX and the bias gradient
+    backward.pre_activation = tile_in(in, "pre_activation");
+    backward.activation.kind = Activation::gelu_tanh;
+    backward.out = tile_out(out, "dx");
+    backward.bias_gradient = column_partials(column_parts, "bias_gradient");
+    row("ActivationBackward dGELU+db", backward);
+    ActivationBackwardOf<Activation::gelu_tanh> backward_of_gelu;
+    backward_of_gelu.pre_activation = backward.pre_activation;
+    backward_of_gelu.out = backward.out;
+    backward_of_gelu.bias_gradient = backward.bias_gradient;
+    row("  ...Of<gelu_tanh>", backward_of_gelu);
   }
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
   return 0;

@@ -8,30 +8,34 @@ namespace {
 
 using namespace standard_gpu;
 
-// dX = acc * silu'(pre) with the bias gradient as column sums (per-column bias) and as row sums.
+// dX = acc * silu'(pre) with the bias gradient as column sums (per-column bias) and as row sums;
+// with the kind read at run time (ActivationBackward) and fixed (ActivationBackwardOf, its own kernel).
 TEST(StandardProgramsGpu, ActivationBackwardMatchesTheCpuExecutor) {
   CODA_REQUIRE_HOPPER();
-  for (const Shape& s : kShapes)
-    for (bool per_row : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " bias per "
-                                        << (per_row ? "row" : "column") << ", " << seed_note());
-      Case c(s);
-      DeviceTensor pre(DType::bf16, s.m, s.n);
-      pre.random(-3.0, 3.0);
-      DeviceTensor& dx = c.output(DType::bf16, s.m, s.n);
-      DeviceTensor& bias_gradient = per_row ? c.output(DType::f32, s.m, parts(s.n, kPartCols))
-                                            : c.output(DType::f32, parts(s.m, kPartRows), s.n);
-      auto program = [&](bool gpu) {
-        epilogue::ActivationBackward p;
-        p.pre_activation = gpu ? device_in(pre) : host_in(pre);
-        p.activation.kind = epilogue::Activation::silu;
-        p.out = gpu ? device_out(dx) : host_out(c.expected_of(dx));
-        p.bias_gradient = gpu ? device_partials(bias_gradient) : host_partials(c.expected_of(bias_gradient));
-        p.bias_per_row = per_row;
-        return p;
-      };
-      c.run_and_compare(program(true), program(false));
-    }
+  for (const bool fixed_kind : {false, true})
+    for (const Shape& s : kShapes)
+      for (bool per_row : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << (fixed_kind ? "ActivationBackwardOf" : "ActivationBackward") << ", M=" << s.m
+                                          << " N=" << s.n << " K=" << s.k << " bias per " << (per_row ? "row" : "column")
+                                          << ", " << seed_note());
+        Case c(s);
+        DeviceTensor pre(DType::bf16, s.m, s.n);
+        pre.random(-3.0, 3.0);
+        DeviceTensor& dx = c.output(DType::bf16, s.m, s.n);
+        DeviceTensor& bias_gradient = per_row ? c.output(DType::f32, s.m, parts(s.n, kPartCols))
+                                              : c.output(DType::f32, parts(s.m, kPartRows), s.n);
+        auto program = [&](bool gpu, auto p) {
+          p.pre_activation = gpu ? device_in(pre) : host_in(pre);
+          p.activation.kind = epilogue::Activation::silu;
+          p.out = gpu ? device_out(dx) : host_out(c.expected_of(dx));
+          p.bias_gradient = gpu ? device_partials(bias_gradient) : host_partials(c.expected_of(bias_gradient));
+          p.bias_per_row = per_row;
+          return p;
+        };
+        const epilogue::ActivationBackward on_cpu = program(false, epilogue::ActivationBackward{});
+        if (fixed_kind) c.run_and_compare(program(true, epilogue::ActivationBackwardOf<epilogue::Activation::silu>{}), on_cpu);
+        else c.run_and_compare(program(true, epilogue::ActivationBackward{}), on_cpu);
+      }
 }
 
 // Row sums, sums of squares and maxima and column sums of acc, beside acc itself. (This program

@@ -420,6 +420,44 @@ TEST_P(EpilogueActivationBackward, WithoutBiasGradient) {
                 }));
 }
 
+// ActivationBackwardOf<kind> (the kind fixed at compile time) computes what ActivationBackward
+// computes with that kind, bit for bit, and refuses any other kind by name.
+TEST_P(EpilogueActivationBackward, KindFixedAtCompileTimeGivesTheSameBits) {
+  using epilogue::Activation;
+  const auto grad_output = random_accumulators(kShape);
+  const HostTensor pre = random_input(DType::bf16, kShape.rows, kShape.cols, kShape.batch, -4.0, 4.0);
+  PartialsBuffer want_gradient(part_count(kShape.rows, part().rows), kShape.cols, kShape.batch),
+      got_gradient(part_count(kShape.rows, part().rows), kShape.cols, kShape.batch);
+  auto run = [&](auto program, PartialsBuffer& gradient) {
+    HostTensor out = poisoned_output(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
+    program.pre_activation = tile_in(pre);
+    program.activation.kind = Activation::gelu_tanh;
+    program.out = tile_out(out);
+    program.bias_gradient = gradient.partials();
+    run_batches(program, grad_output, part());
+    return out.bytes;
+  };
+  const auto want = run(epilogue::ActivationBackward{}, want_gradient);
+  EXPECT_TRUE(run(epilogue::ActivationBackwardOf<Activation::gelu_tanh>{}, got_gradient) == want);
+  for (int64_t b = 0; b < kShape.batch; ++b) {
+    const ref::Matrix got = got_gradient.matrix(b), expected = want_gradient.matrix(b);
+    EXPECT_TRUE(got.data == expected.data) << "bias gradient, batch " << b;
+  }
+
+  HostTensor out = poisoned_output(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
+  epilogue::ActivationBackwardOf<Activation::gelu_tanh> silu_in_a_gelu_kernel{.pre_activation = tile_in(pre),
+                                                                             .out = tile_out(out)};
+  silu_in_a_gelu_kernel.activation.kind = Activation::silu;
+  try {
+    run_batches(silu_in_a_gelu_kernel, grad_output, part());
+    ADD_FAILURE() << "a kind other than the one built for was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'activation.kind': is silu, but this ActivationBackward kernel is built for gelu_tanh"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // ---- Reductions ---------------------------------------------------------------------------------
 
 class EpilogueReductions : public PartShapeTest {};

@@ -6,7 +6,8 @@
 //                       LinearCombinationOf<LinearCombinationTerms{...}> holds only the terms
 //                       named (a kernel per set of terms, as fast as a hand-written program)
 //   ActivationBackward  dX = acc * act'(pre), with the bias gradient as a column (per-column bias)
-//                       or row (per-row bias) reduction of dX, like cuBLASLt's DGELU_BGRAD
+//                       or row (per-row bias) reduction of dX, like cuBLASLt's DGELU_BGRAD;
+//                       ActivationBackwardOf<kind> fixes the kind at compile time
 //   Reductions          row sums / sums of squares / max and column sums of acc, plus the output
 #pragma once
 
@@ -177,30 +178,50 @@ using LinearCombination = LinearCombinationProgram<kEveryLinearCombinationTerm>;
 template <LinearCombinationTerms kTerms>
 using LinearCombinationOf = LinearCombinationProgram<kTerms>;
 
-struct ActivationBackward {
+/// dX = dY act'(pre), and the bias gradient. `ActivationBackward` reads the activation's kind at run
+/// time (every kind's derivative compiled in); `ActivationBackwardOf<Activation::gelu_tanh>` is the
+/// kernel of one kind (activation.kind must be it: check_arguments): for dGELU with the bias
+/// gradient, a 6% shorter epilogue and 3% shorter CTA span (coda bench timeline, K = 2048).
+template <bool kKindAtRunTime, Activation kKind = Activation::identity>
+struct ActivationBackwardProgram {
   TileIn pre_activation{};  // the saved pre-activation, M x N
-  ActivationFunction activation{};
+  ActivationFunction activation{kKind};
   TileOut out{};            // dX, M x N
   Partials bias_gradient{}; // optional: column sums (per-column bias) or row sums (per-row bias) of dX
   bool bias_per_row = false;
 
   template <class Inputs>
   CODA_HD void tile_inputs(Inputs& in) const { in(pre_activation); }
-  static constexpr auto staged_input = &ActivationBackward::pre_activation;  // program.hpp
+  static constexpr auto staged_input = &ActivationBackwardProgram::pre_activation;  // program.hpp
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
-    activation.visit([&](auto kind) {
-      t.map([&](Element& x) {
-        x.value *= activation.template derivative_of<decltype(kind)::value>(t.load(pre_activation, x));
-      });
-    });
+    if constexpr (kKindAtRunTime) activation.visit([&](auto kind) { backward<decltype(kind)::value>(t); });
+    else backward<kKind>(t);
     t.store(out);
     if (!bias_gradient.data) return;
     if (bias_per_row) t.row_reduce(bias_gradient, Sum{}, [](const Element& x) { return x.value; });
     else t.column_reduce(bias_gradient, Sum{}, [](const Element& x) { return x.value; });
   }
+
+  /// Host (launch_program and ref::run_epilogue call it): the kind is the one built for.
+  void check_arguments(ArgumentCheck& check) const {
+    check.require(kKindAtRunTime || activation.kind == kKind, "activation.kind",
+                  coda::detail::concat("is ", name(activation.kind), ", but this ActivationBackward kernel is built for ",
+                                       name(kKind), " (ActivationBackwardOf)"),
+                  StatusCode::unsupported);
+  }
+
+ private:
+  template <Activation Kind, class Tile>
+  CODA_HD void backward(Tile& t) const {
+    t.map([&](Element& x) { x.value *= activation.template derivative_of<Kind>(t.load(pre_activation, x)); });
+  }
 };
+
+using ActivationBackward = ActivationBackwardProgram<true>;
+template <Activation Kind>
+using ActivationBackwardOf = ActivationBackwardProgram<false, Kind>;
 
 struct Reductions {
   TileOut out{};                 // optional: acc itself
