@@ -39,6 +39,13 @@
 //     the call names others: gemm_program(a, b, program, stream, {}, OutputTypes<DType::e4m3>{})
 //     builds an e4m3 kernel too (every TileOut of one launch has the same type).
 //
+// Before writing one, look at the ready ones: coda/epilogue/programs/ holds the fused ops' programs
+// and the standard set (standard.hpp), e.g. bias + GELU with its pre-activation for the backward,
+// a kernel of exactly those terms:
+//
+//   coda::epilogue::LinearCombinationOf<coda::epilogue::LinearCombinationTerms{
+//       .column_bias = true, .pre_activation = true, .activation = coda::epilogue::Activation::gelu_tanh}> p;
+//
 // This file writes two programs, runs each on a small random problem with the CPU executor,
 // checks the results against a plain double-precision computation and prints a short report:
 //   (a) a gated SiLU (SwiGLU), in a dozen lines;
