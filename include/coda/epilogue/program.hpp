@@ -89,6 +89,12 @@
 // Rules: operations run in program order; a map changes the values later primitives see. Only
 // elements inside the problem (row < M, col < N) are visited. Programs may not depend on the
 // order in which elements are visited, only on their (row, col).
+//
+// Performance: compute x.value from itself (x.value += t.load(in, x), x.value = f(x.value, ...)).
+// A map that replaces it outright with a value not computed from it (x.value = t.load(in, x))
+// lets ptxas serialize the next tile's wgmmas: the build warns (C7517 "warpgroup.wait is
+// injected", C7519) and the MMAs ran twice as long (coda bench timeline). Keep the two in one
+// map instead (x.value *= f(t.load(in, x))).
 #pragma once
 
 #include <concepts>
