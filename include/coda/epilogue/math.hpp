@@ -35,12 +35,9 @@ CODA_HD float reciprocal_approx(float x) {
 #endif
 }
 
-/// 1 / (1 + e^-x): 0 and 1 at the ends (e^-x = inf gives 1/inf = 0), NaN for NaN.
-CODA_HD float sigmoid(float x) { return reciprocal_approx(1.0f + exp_approx(-x)); }
-CODA_HD float silu(float x) { return x * sigmoid(x); }
-
-/// sigmoid(x) and 1 - sigmoid(x), the second as e^-x sigmoid(x): 1 - s in fp32 keeps only the
-/// bits of s below 1 as s nears 1 (derivatives s (1 - s) off by 1e-5 relative at x = 5).
+/// sigmoid(x) = 1 / (1 + e^-x) and 1 - sigmoid(x), the second as e^-x sigmoid(x): 1 - s in fp32
+/// keeps only the bits of s below 1 as s nears 1 (derivatives s (1 - s) off by 1e-5 relative at
+/// x = 5). 0 and 1 at the ends (e^-x = inf gives 1/inf = 0), NaN for NaN.
 struct SigmoidAndComplement {
   float value;
   float complement;
@@ -50,6 +47,8 @@ CODA_HD SigmoidAndComplement sigmoid_and_complement(float x) {
   const float s = reciprocal_approx(1.0f + e);
   return {s, s == 0.0f ? 1.0f : e * s};  // where e^-x overflowed, s is 0 and 1 - s is 1 (not inf * 0)
 }
+CODA_HD float sigmoid(float x) { return sigmoid_and_complement(x).value; }
+CODA_HD float silu(float x) { return x * sigmoid(x); }
 
 /// d silu(g) / dg = s (1 + g (1 - s)), s = sigmoid(g).
 CODA_HD float silu_derivative(float g) {
@@ -107,7 +106,7 @@ struct ActivationFunction {
     return x != x ? x : derivative;
   }
 
-  /// f(std::integral_constant<Activation, kind>{}).  /// f(std::integral_constant<Activation, kind>{}).
+  /// f(std::integral_constant<Activation, kind>{}).
   template <class F>
   CODA_HD void visit(F&& f) const {
     switch (kind) {

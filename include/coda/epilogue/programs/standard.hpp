@@ -65,6 +65,15 @@ struct Scale {
   }
 };
 
+/// The rule of a kernel built for one activation kind: `activation.kind` is that kind.
+inline void require_kind(ArgumentCheck& check, const ActivationFunction& activation, Activation built_for,
+                         const char* kernel, const char* where_chosen) {
+  check.require(activation.kind == built_for, "activation.kind",
+                coda::detail::concat("is ", name(activation.kind), ", but this ", kernel, " kernel is built for ",
+                                     name(built_for), " (", where_chosen, ")"),
+                StatusCode::unsupported);
+}
+
 /// The terms a LinearCombination kernel holds code for, as a template argument (C++20):
 ///
 ///   // D = gelu_tanh(acc + bias[n]), and its pre-activation for the backward:
@@ -100,8 +109,8 @@ inline constexpr LinearCombinationTerms kEveryLinearCombinationTerm{.alpha = tru
 /// `LinearCombination` holds every term and reads the activation's kind at run time: one kernel for
 /// every use, but a slow one on the GPU (it holds every combination's code, and ptxas spills ~5 KB
 /// beside the 128 accumulators). `LinearCombinationOf<terms>` holds only the terms named.
-/// `coda bench primitives`, H200, bias + GELU over the plain GEMM at K = 2048 / 4096: 1.43-1.48 /
-/// 1.16-1.18 with every term, 1.20-1.23 / 1.07-1.09 with those two terms alone (`coda bench
+/// `coda bench primitives`, H200, bias + GELU over the plain GEMM at K = 2048 / 4096: 1.30-1.48 /
+/// 1.13-1.18 with every term, 1.16-1.23 / 1.07-1.16 with those two terms alone (`coda bench
 /// timeline`: CTA span 1.06-1.13 of the plain store kernel's at K = 2048).
 template <LinearCombinationTerms kTerms>
 struct LinearCombinationProgram {
@@ -147,23 +156,22 @@ struct LinearCombinationProgram {
 
   /// Host (launch_program and ref::run_epilogue call it): every argument set has its term.
   void check_arguments(ArgumentCheck& check) const {
-    auto term = [&](bool compiled, bool set, const char* argument, const char* name) {
-      check.require(compiled || !set, argument,
-                    coda::detail::concat("is set, but this LinearCombination kernel is built without its term (",
-                                         "LinearCombinationTerms::", name, ")"),
+    // An argument and its term have the same name.
+    auto term = [&](bool compiled, bool set, const char* name) {
+      check.require(compiled || !set, name,
+                    coda::detail::concat("is set, but this LinearCombination kernel is built without its term "
+                                         "(LinearCombinationTerms::", name, ")"),
                     StatusCode::unsupported);
     };
-    term(kTerms.alpha, !(alpha.scalar() && alpha.value == 1.0f), "alpha", "alpha");
-    term(kTerms.source, source.data != nullptr, "source", "source");
-    term(kTerms.second_source, second_source.data != nullptr, "second_source", "second_source");
-    term(kTerms.column_bias, column_bias.data != nullptr, "column_bias", "column_bias");
-    term(kTerms.row_bias, row_bias.data != nullptr, "row_bias", "row_bias");
-    term(kTerms.pre_activation, pre_activation.data != nullptr, "pre_activation", "pre_activation");
-    term(kTerms.amax, amax.data != nullptr, "amax", "amax");
-    check.require(kTerms.activation_at_run_time || activation.kind == kTerms.activation, "activation.kind",
-                  coda::detail::concat("is ", name(activation.kind), ", but this LinearCombination kernel is built for ",
-                                       name(kTerms.activation), " (LinearCombinationTerms::activation)"),
-                  StatusCode::unsupported);
+    term(kTerms.alpha, !(alpha.scalar() && alpha.value == 1.0f), "alpha");
+    term(kTerms.source, source.data != nullptr, "source");
+    term(kTerms.second_source, second_source.data != nullptr, "second_source");
+    term(kTerms.column_bias, column_bias.data != nullptr, "column_bias");
+    term(kTerms.row_bias, row_bias.data != nullptr, "row_bias");
+    term(kTerms.pre_activation, pre_activation.data != nullptr, "pre_activation");
+    term(kTerms.amax, amax.data != nullptr, "amax");
+    if constexpr (!kTerms.activation_at_run_time)
+      require_kind(check, activation, kTerms.activation, "LinearCombination", "LinearCombinationTerms::activation");
   }
 
  private:
@@ -206,10 +214,7 @@ struct ActivationBackwardProgram {
 
   /// Host (launch_program and ref::run_epilogue call it): the kind is the one built for.
   void check_arguments(ArgumentCheck& check) const {
-    check.require(kKindAtRunTime || activation.kind == kKind, "activation.kind",
-                  coda::detail::concat("is ", name(activation.kind), ", but this ActivationBackward kernel is built for ",
-                                       name(kKind), " (ActivationBackwardOf)"),
-                  StatusCode::unsupported);
+    if constexpr (!kKindAtRunTime) require_kind(check, activation, kKind, "ActivationBackward", "ActivationBackwardOf");
   }
 
  private:
