@@ -110,7 +110,7 @@ inline constexpr LinearCombinationTerms kEveryLinearCombinationTerm{.alpha = tru
 /// every use, but a slow one on the GPU (it holds every combination's code, and ptxas spills ~5 KB
 /// beside the 128 accumulators). `LinearCombinationOf<terms>` holds only the terms named.
 /// `coda bench primitives`, H200, bias + GELU over the plain GEMM at K = 2048 / 4096: 1.30-1.48 /
-/// 1.13-1.18 with every term, 1.16-1.23 / 1.07-1.16 with those two terms alone (`coda bench
+/// 1.12-1.18 with every term, 1.16-1.23 / 1.07-1.16 with those two terms alone (`coda bench
 /// timeline`: CTA span 1.06-1.13 of the plain store kernel's at K = 2048).
 template <LinearCombinationTerms kTerms>
 struct LinearCombinationProgram {
