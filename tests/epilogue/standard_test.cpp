@@ -12,6 +12,7 @@
 
 #include "coda/reference/epilogues.hpp"
 #include "coda/reference/reductions.hpp"
+#include "epilogue/activation_cases.hpp"
 #include "epilogue/support.hpp"
 
 namespace coda::test {
@@ -29,18 +30,10 @@ struct ActivationPair {
 };
 
 std::vector<ActivationPair> every_activation() {
-  using epilogue::Activation;
-  // slope and bounds exactly representable in fp32, so both sides use the same ones
-  return {{"identity", {Activation::identity}, ref::Activation::identity()},
-          {"relu", {Activation::relu}, ref::Activation::relu()},
-          {"gelu_erf", {Activation::gelu_erf}, ref::Activation::gelu_erf()},
-          {"gelu_tanh", {Activation::gelu_tanh}, ref::Activation::gelu_tanh()},
-          {"silu", {Activation::silu}, ref::Activation::silu()},
-          {"sigmoid", {Activation::sigmoid}, ref::Activation::sigmoid()},
-          {"tanh", {Activation::tanh}, ref::Activation::tanh()},
-          {"hardswish", {Activation::hardswish}, ref::Activation::hardswish()},
-          {"leaky_relu", {.kind = Activation::leaky_relu, .slope = 0.25f}, ref::Activation::leaky_relu(0.25)},
-          {"clamp", {.kind = Activation::clamp, .lo = -1.5f, .hi = 2.0f}, ref::Activation::clamp(-1.5, 2.0)}};
+  std::vector<ActivationPair> pairs;
+  for (const epilogue::ActivationFunction& f : activation_cases::every_function())
+    pairs.push_back({epilogue::name(f.kind), f, activation_cases::reference_of(f)});
+  return pairs;
 }
 
 enum class ScaleKind { scalar, per_row, per_column };
