@@ -32,21 +32,24 @@ struct Row {
 };
 
 // Times the fused op, our GEMM of the same shape, cuBLAS, and the unfused sequence (cuBLAS plus
-// `rest`), side by side on the same buffers.
+// `rest`), side by side (alternating rounds) on the same buffers.
 Row measure(const std::string& op, const std::string& shape, const TensorView& x, const TensorView& w,
             const std::function<void(int)>& fused, const std::function<void(const TensorView& y)>& rest,
             double torch_compile_ms, CublasGemm& cublas, Arena& arena, cudaStream_t stream) {
   const TensorView y = arena.matrix(x.dtype, x.rows(), w.rows(), stream, false);
   Row r{op, shape, 2.0 * double(x.rows()) * double(w.rows()) * double(x.cols()), 0, 0, 0, 0, torch_compile_ms};
-  r.fused_ms = pooled_median_ms(fused, stream);
-  r.gemm_ms = pooled_median_ms([&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); }, stream);
-  r.cublas_ms = pooled_median_ms([&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); }, stream);
-  r.unfused_ms = pooled_median_ms(
-      [&](int) {
-        cublas.run({x, Major::k}, {w, Major::k}, y);
-        rest(y);
-      },
+  const std::vector<double> ms = side_by_side_medians_ms(
+      {fused, [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); },
+       [&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); },
+       [&](int) {
+         cublas.run({x, Major::k}, {w, Major::k}, y);
+         rest(y);
+       }},
       stream);
+  r.fused_ms = ms[0];
+  r.gemm_ms = ms[1];
+  r.cublas_ms = ms[2];
+  r.unfused_ms = ms[3];
   return r;
 }
 

@@ -126,8 +126,8 @@ Summary summarize(const std::vector<unsigned long long>& clocks, int ctas, int t
   return r;
 }
 
-// Launch `program` with the timed epilogue: its time (pooled_median_ms, as the other benchmarks)
-// and its clocks (one more launch).
+// Launch `program` with the timed epilogue: its time beside the plain kernel's (side by side, as
+// the other benchmarks) and its clocks (one more launch).
 template <class Program>
 Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream) {
   using Config = mainloop::TilePingPongM128N128;
@@ -144,8 +144,9 @@ Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, c
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan.kernel_params(params), ctas,
                                                                                stream);
   };
-  const double ms = pooled_median_ms([&](int) { launch(); }, stream);
-  const double plain_ms = pooled_median_ms([&](int) { launch_program(plan, program, stream); }, stream);
+  const std::vector<double> ms = side_by_side_medians_ms({[&](int) { launch(); },
+                                                          [&](int) { launch_program(plan, program, stream); }},
+                                                         stream, 3);
   CODA_CUDA_CHECK(cudaMemsetAsync(clocks, 0, count * sizeof(unsigned long long), stream));
   launch();
   std::vector<unsigned long long> host(count);
@@ -153,8 +154,8 @@ Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, c
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
   CODA_CUDA_CHECK(cudaFree(clocks));
   Summary r = summarize(host, ctas, tiles);
-  r.ms = ms;
-  r.plain_ms = plain_ms;
+  r.ms = ms[0];
+  r.plain_ms = ms[1];
   return r;
 }
 

@@ -56,13 +56,18 @@ Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream
   return merge(samples_of_last_call);
 }
 
-double pooled_median_ms(const std::function<void(int)>& launch, cudaStream_t stream) {
-  std::vector<double> all;
-  for (int round = 0; round < 3; ++round) {
-    time_launches(launch, stream, 2, 6);
-    all.insert(all.end(), last_samples().begin(), last_samples().end());
-  }
-  return merge(all).median_ms;
+std::vector<double> side_by_side_medians_ms(const std::vector<std::function<void(int)>>& works, cudaStream_t stream,
+                                            int rounds) {
+  std::vector<std::vector<double>> samples(works.size());
+  for (int round = 0; round < rounds; ++round)
+    for (std::size_t i = 0; i < works.size(); ++i) {
+      time_launches(works[i], stream, 2, 6);
+      samples[i].insert(samples[i].end(), last_samples().begin(), last_samples().end());
+    }
+  std::vector<double> medians;
+  for (const auto& s : samples) medians.push_back(merge(s).median_ms);
+  return medians;
 }
+
 
 }  // namespace coda::bench
