@@ -155,16 +155,9 @@ Row measure(const Shape& shape, DType dtype, const GemmOptions& forced, CublasGe
     auto [a, b, c] = views(i);
     cublas.run(a, b, c);
   };
-  // Five alternating rounds each, so drift in clocks or temperature affects both alike.
-  std::vector<double> ours_ms, theirs_ms;
-  for (int round = 0; round < 5; ++round) {
-    time_launches(ours, stream, per_graph, samples);
-    ours_ms.insert(ours_ms.end(), last_samples().begin(), last_samples().end());
-    time_launches(theirs, stream, per_graph, samples);
-    theirs_ms.insert(theirs_ms.end(), last_samples().begin(), last_samples().end());
-  }
-  row.ours = merge(ours_ms);
-  row.cublas = merge(theirs_ms);
+  const std::vector<Timing> t = time_side_by_side({ours, theirs}, stream, 5, per_graph, samples);
+  row.ours = t[0];
+  row.cublas = t[1];
   return row;
 }
 

@@ -38,7 +38,7 @@ Row measure(const std::string& op, const std::string& shape, const TensorView& x
             double torch_compile_ms, CublasGemm& cublas, Arena& arena, cudaStream_t stream) {
   const TensorView y = arena.matrix(x.dtype, x.rows(), w.rows(), stream, false);
   Row r{op, shape, 2.0 * double(x.rows()) * double(w.rows()) * double(x.cols()), 0, 0, 0, 0, torch_compile_ms};
-  const std::vector<double> ms = side_by_side_medians_ms(
+  const std::vector<Timing> t = time_side_by_side(
       {fused, [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); },
        [&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); },
        [&](int) {
@@ -46,10 +46,10 @@ Row measure(const std::string& op, const std::string& shape, const TensorView& x
          rest(y);
        }},
       stream);
-  r.fused_ms = ms[0];
-  r.gemm_ms = ms[1];
-  r.cublas_ms = ms[2];
-  r.unfused_ms = ms[3];
+  r.fused_ms = t[0].median_ms;
+  r.gemm_ms = t[1].median_ms;
+  r.cublas_ms = t[2].median_ms;
+  r.unfused_ms = t[3].median_ms;
   return r;
 }
 

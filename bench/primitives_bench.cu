@@ -107,12 +107,13 @@ int primitives_benchmark(int, char**) {
     // Each program is timed side by side with the two plain GEMMs (alternating rounds, timing.hpp):
     // the H200's clock drifts under its power limit, and the drift then moves all three alike.
     auto row = [&]<DType... Also>(const char* name, auto program, OutputTypes<Also...> output_types = {}) {
-      const std::vector<double> ms = side_by_side_medians_ms(
+      const std::vector<Timing> t = time_side_by_side(
           {[&](int) { launch_program(plan, program, stream, output_types); },
            [&](int) { gemm(a, b, out, stream, pingpong); }, [&](int) { gemm(a, b, out, stream); }},
           stream);
-      std::printf("%-28s %6lld %10.4f %10.4f %10.4f %9.3f %9.3f\n", name, (long long)k, ms[0], ms[1], ms[2],
-                  ms[0] / ms[1], ms[0] / ms[2]);
+      const double ms = t[0].median_ms, pingpong_ms = t[1].median_ms, default_ms = t[2].median_ms;
+      std::printf("%-28s %6lld %10.4f %10.4f %10.4f %9.3f %9.3f\n", name, (long long)k, ms, pingpong_ms, default_ms,
+                  ms / pingpong_ms, ms / default_ms);
     };
     row("store", StoreOnly{tile_out(out, "out")});
     row("store + store", TwoStores{tile_out(out, "out"), tile_out(second, "second")});

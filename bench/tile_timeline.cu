@@ -144,9 +144,8 @@ Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, c
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan.kernel_params(params), ctas,
                                                                                stream);
   };
-  const std::vector<double> ms = side_by_side_medians_ms({[&](int) { launch(); },
-                                                          [&](int) { launch_program(plan, program, stream); }},
-                                                         stream, 3);
+  const std::vector<Timing> timings =
+      time_side_by_side({[&](int) { launch(); }, [&](int) { launch_program(plan, program, stream); }}, stream, 3);
   CODA_CUDA_CHECK(cudaMemsetAsync(clocks, 0, count * sizeof(unsigned long long), stream));
   launch();
   std::vector<unsigned long long> host(count);
@@ -154,8 +153,8 @@ Summary time_program(const mainloop::LaunchPlan& plan, const Program& program, c
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
   CODA_CUDA_CHECK(cudaFree(clocks));
   Summary r = summarize(host, ctas, tiles);
-  r.ms = ms[0];
-  r.plain_ms = ms[1];
+  r.ms = timings[0].median_ms;
+  r.plain_ms = timings[1].median_ms;
   return r;
 }
 

@@ -56,18 +56,17 @@ Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream
   return merge(samples_of_last_call);
 }
 
-std::vector<double> side_by_side_medians_ms(const std::vector<std::function<void(int)>>& works, cudaStream_t stream,
-                                            int rounds) {
-  std::vector<std::vector<double>> samples(works.size());
+std::vector<Timing> time_side_by_side(const std::vector<std::function<void(int)>>& works, cudaStream_t stream,
+                                      int rounds, int per_graph, int samples) {
+  std::vector<std::vector<double>> pooled(works.size());
   for (int round = 0; round < rounds; ++round)
     for (std::size_t i = 0; i < works.size(); ++i) {
-      time_launches(works[i], stream, 2, 6);
-      samples[i].insert(samples[i].end(), last_samples().begin(), last_samples().end());
+      time_launches(works[i], stream, per_graph, samples);
+      pooled[i].insert(pooled[i].end(), last_samples().begin(), last_samples().end());
     }
-  std::vector<double> medians;
-  for (const auto& s : samples) medians.push_back(merge(s).median_ms);
-  return medians;
+  std::vector<Timing> timings;
+  for (const auto& s : pooled) timings.push_back(merge(s));
+  return timings;
 }
-
 
 }  // namespace coda::bench

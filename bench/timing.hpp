@@ -24,13 +24,13 @@ Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream
 /// Merge timings of the same work taken in several rounds (median of all samples).
 Timing merge(const std::vector<double>& samples_ms);
 
-/// Medians of several pieces of work timed side by side: `rounds` rounds, each timing every piece
-/// in turn (time_launches(work, stream, 2, 6)), each piece's samples pooled over the rounds. Work
-/// compared in one table is measured this way, so drift in clock or temperature (an H200 at its
-/// power limit slows down over the first seconds of a heavy run) falls on every piece alike, not
-/// on whichever was timed first.
-std::vector<double> side_by_side_medians_ms(const std::vector<std::function<void(int)>>& works, cudaStream_t stream,
-                                            int rounds = 5);
+/// Several pieces of work timed side by side: `rounds` rounds, each timing every piece in turn
+/// (time_launches(work, stream, per_graph, samples)), each piece's samples pooled over the rounds.
+/// Work compared in one table is measured this way, so drift in clock or temperature (an H200 at
+/// its power limit slows down over the first seconds of a heavy run) falls on every piece alike,
+/// not on whichever was timed first.
+std::vector<Timing> time_side_by_side(const std::vector<std::function<void(int)>>& works, cudaStream_t stream,
+                                      int rounds = 5, int per_graph = 2, int samples = 6);
 
 /// The per-launch samples of the last time_launches call on this thread.
 const std::vector<double>& last_samples();
