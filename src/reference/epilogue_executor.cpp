@@ -31,9 +31,9 @@ void CpuTile::check_listed(const epilogue::TileIn& in) const {
       "launch_program validates only listed inputs, which the GPU executor reads as the operands' type");
 }
 
-void CpuTile::check_index_vector(const epilogue::ColumnVector& v) {
+void CpuTile::check_index_vector(const epilogue::ColumnVector& v, const char* reader) {
   if (v.dtype != DType::i32)
-    throw InvalidArgument("epilogue program: t.load_index reads an int32 ColumnVector, this one holds " +
+    throw InvalidArgument("epilogue program: " + std::string(reader) + " reads an int32 ColumnVector, this one holds " +
                           std::string(name(v.dtype)) + " (the GPU executor reads its words as int32)");
 }
 

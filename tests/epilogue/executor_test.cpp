@@ -312,6 +312,51 @@ TEST_P(EpilogueExecutor, LoadsReadEveryArgumentKindAtItsPosition) {
   }
 }
 
+// t.map_pairs(PairTables, f): each pair (c, c + 1) of row m gets entry [index[m]][(c mod period) / 2]
+// of both tables (padded rows), NaN from both where the index is outside the tables' rows.
+struct CopyPairTables {
+  epilogue::PairTables tables;
+  epilogue::TileOut out;  // first at column c, second at c + 1
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.map_pairs(tables, [](Pair& p, const epilogue::Values2& v) {
+      p.first = v.first;
+      p.second = v.second;
+    });
+    t.store(out);
+  }
+};
+
+TEST_P(EpilogueExecutor, PairTablesReadTheIndexedRowAlongEachPeriod) {
+  const auto acc = random_accumulators(kShape);
+  const int64_t m = kShape.rows, n = kShape.cols, batch = kShape.batch, rows = 7, period = 10;
+  const HostTensor first = random_input(DType::f32, rows, period / 2), second = random_input(DType::f32, rows, period / 2);
+  std::vector<ref::Vector> index_values(static_cast<std::size_t>(batch));
+  for (auto& v : index_values)
+    for (int64_t r = 0; r < m; ++r) v.push_back(double(uniform_int(-2, int(rows) + 1)));  // some outside
+  const HostTensor indices = column_vector_of(DType::i32, index_values);
+  HostTensor out = poisoned_output(DType::f32, m, n, batch);
+  const auto table = [](const HostTensor& t) {
+    return epilogue::Table{static_cast<const float*>(t.view.data), int32_t(t.view.ld()), int32_t(t.view.rows())};
+  };
+  run_batches(CopyPairTables{{column_vector(indices), table(first), table(second), Divisor(int32_t(period))},
+                             tile_out(out)},
+              acc, part());
+  const ref::Matrix first_values = first.matrix(), second_values = second.matrix();
+  expect_output(out, per_batch(acc, [&](const ref::Matrix&, int64_t b) {
+                  ref::Matrix want(m, n);
+                  for (int64_t r = 0; r < m; ++r)
+                    for (int64_t c = 0; c < n; ++c) {
+                      const int64_t index = int64_t(index_values[std::size_t(b)][std::size_t(r)]);
+                      const ref::Matrix& values = c % 2 == 0 ? first_values : second_values;
+                      want(r, c) = index >= 0 && index < rows ? values(index, (c - c % 2) % period / 2) : kNaN;
+                    }
+                  return want;
+                }),
+                1.0, kExactly);
+}
+
 // ---- reductions ---------------------------------------------------------------------------------
 
 // Folds `value` with `Monoid` over each part's rows, its columns and the whole part, into those of
@@ -450,6 +495,17 @@ TEST_P(EpilogueExecutor, LoadIndexRefusesAVectorThatIsNotInt32) {
     FAIL() << "no error";
   } catch (const coda::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("load_index reads an int32 ColumnVector, this one holds f32"),
+              std::string::npos)
+        << e.what();
+  }
+  // The index of PairTables too.
+  alignas(16) static const float table[4] = {1, 2, 3, 4};
+  try {
+    run_batches(CopyPairTables{{column_vector(floats), {table, 2, 2}, {table, 2, 2}, Divisor(4)}, tile_out(out)}, acc,
+                part());
+    FAIL() << "no error";
+  } catch (const coda::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("map_pairs(PairTables) (its index) reads an int32 ColumnVector, this one holds f32"),
               std::string::npos)
         << e.what();
   }

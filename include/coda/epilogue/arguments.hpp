@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "coda/core/divisor.hpp"
 #include "coda/core/dtype.hpp"
 
 namespace coda::epilogue {
@@ -71,6 +72,18 @@ struct Table {
   const float* data = nullptr;
   int32_t ld = 0;
   int32_t rows = 0;
+};
+
+/// Two tables of the same rows read along an output row's column pairs, at a table row picked per
+/// output row (t.map_pairs(PairTables, f), program.hpp): the pair of columns (c, c + 1) of output
+/// row m (c even) reads entry [index[m]][(c mod period) / 2] of `first` and of `second`. RoPE's
+/// cos/sin cache: index = the positions, period = head_dim. A row whose index is outside
+/// [0, rows) reads NaN from both.
+struct PairTables {
+  ColumnVector index{};  // int32, M (per batch)
+  Table first{};
+  Table second{};
+  Divisor period{};      // columns, even
 };
 
 }  // namespace coda::epilogue

@@ -9,7 +9,9 @@
 // How each primitive maps onto the hardware (the part is Rows x Cols fp32 values over 128
 // threads in the wgmma accumulator layout, epilogue_seam.cuh):
 //   map, map_pairs       unrolled over the thread's fragment; pairs are values 2j, 2j+1 (adjacent
-//                        columns of one row), so they need no data exchange
+//                        columns of one row), so they need no data exchange. With PairTables, the
+//                        four lanes of a row read each table 64 bytes at a time and trade entries
+//                        by quad shuffles (map_pairs_by_quad_loads)
 //   tile loads           every TileIn is of the operands' 16-bit type `In` (launch_program checks the
 //                        ones tile_inputs() lists, and the CPU executor that a program lists all
 //                        it reads). The program's staged input (program.hpp) is in shared memory
@@ -141,6 +143,30 @@ __device__ __forceinline__ State shuffle_xor(const State& s, int mask) {
   return out;
 }
 
+// A 4 x 4 transpose across the four lanes of a quad: lane q holds row q of M in v and ends with
+// column q of it (v[r] = M[r][q]). Two butterfly rounds, with lane q ^ 2 and then q ^ 1, each
+// moving two values a lane; the selects on the lane's bits place them, since a register cannot be
+// indexed at run time.
+__device__ __forceinline__ void quad_transpose(float (&v)[4], int q) {
+  const bool high = q & 2, odd = q & 1;
+  // Round 1: keep the columns whose bit 1 is q's, trade the other two for the partner's.
+  const float keep0 = high ? v[2] : v[0], keep1 = high ? v[3] : v[1];
+  const float got0 = __shfl_xor_sync(0xffffffffu, high ? v[0] : v[2], 2);
+  const float got1 = __shfl_xor_sync(0xffffffffu, high ? v[1] : v[3], 2);
+  // Now M[q][c], M[q ^ 2][c] for the two columns c with c's bit 1 = q's. Round 2: keep column q,
+  // trade column q ^ 1.
+  const float own = odd ? keep1 : keep0, across = odd ? got1 : got0;  // M[q][q], M[q ^ 2][q]
+  const float next = __shfl_xor_sync(0xffffffffu, odd ? keep0 : keep1, 1);   // M[q ^ 1][q]
+  const float far = __shfl_xor_sync(0xffffffffu, odd ? got0 : got1, 1);      // M[q ^ 3][q]
+  // v[r] = M[r][q]: row r = q ^ x for x = 0 (own), 1 (next), 2 (across), 3 (far).
+  const float even_rows0 = odd ? next : own, even_rows1 = odd ? far : across;  // v[0], v[2] (swapped if q >= 2)
+  const float odd_rows0 = odd ? own : next, odd_rows1 = odd ? across : far;    // v[1], v[3] (likewise)
+  v[0] = high ? even_rows1 : even_rows0;
+  v[1] = high ? odd_rows1 : odd_rows0;
+  v[2] = high ? even_rows0 : even_rows1;
+  v[3] = high ? odd_rows0 : odd_rows1;
+}
+
 }  // namespace detail
 
 /// The Tile a program sees on the GPU: one consumer warpgroup's part, in its registers. `Edge`
@@ -208,6 +234,21 @@ class GpuTile {
           f(p);
         }
       }
+  }
+
+  // Pairs with their entries of two tables at a row picked per output row (PairTables). Where each
+  // chunk of 16 pairs (32 columns) of a row lies inside one period and the tables allow 16-byte
+  // loads, the four lanes holding a row read a chunk's 16 entries of a table with one 16-byte load
+  // each (lane q: entries 4q .. 4q + 3 of the chunk) and a quad transpose hands each lane its own
+  // pairs' entries (the part's pair 4 j + q is entry 4 (j % 4) + q of chunk j / 4): 8 loads per row
+  // where one per pair and table took 32, each of a different row of a warp's eight. Beside the
+  // per-pair loads the other consumer's MMAs ran 9% longer (RoPE, coda bench timeline, H200);
+  // beside these, as long as beside a plain store.
+  template <class F>
+  __device__ void map_pairs(const PairTables& tables, F&& f) {
+    if constexpr (!Edge)
+      if (quad_loads_fit(tables)) return map_pairs_by_quad_loads(tables, f);
+    map_pairs([&](Pair& p) { f(p, load_pair(tables, p)); });
   }
 
   // ---- 2 and 3. loads
@@ -452,6 +493,57 @@ class GpuTile {
   __device__ int32_t col(int i) const {
     if constexpr (StagedInput || StagedVector) return first_col_ + Acc::col_offset(i);
     else return t_.col0 + Acc::col(i, t_.thread);
+  }
+  // PairTables, one pair at a time. Every pair loads, from row 0 where the index is outside the
+  // tables: without a branch, an unrolled map issues all of its loads before the first is needed.
+  __device__ Values2 load_pair(const PairTables& tables, const Pair& p) const {
+    const int32_t index = load_index(tables.index, p);
+    const bool known = uint32_t(index) < uint32_t(min(tables.first.rows, tables.second.rows));
+    const int32_t row = known ? index : 0, entry = tables.period.remainder(p.col) >> 1;  // p.col is even
+    const float first = __ldg(tables.first.data + (row * tables.first.ld + entry));
+    const float second = __ldg(tables.second.data + (row * tables.second.ld + entry));
+    return {known ? first : NAN, known ? second : NAN};
+  }
+  // The part's columns start at a multiple of 32 (Acc::kCols is), so a period that is one too
+  // keeps each chunk of 32 columns inside one period; float4 loads need rows 16-byte aligned.
+  __device__ static bool quad_loads_fit(const PairTables& tables) {
+    static_assert(Acc::kCols % 32 == 0);
+    return tables.period.value() % 32 == 0 && tables.first.ld % 4 == 0 && tables.second.ld % 4 == 0 &&
+           (reinterpret_cast<uintptr_t>(tables.first.data) | reinterpret_cast<uintptr_t>(tables.second.data)) % 16 == 0;
+  }
+  template <class F>
+  __device__ void map_pairs_by_quad_loads(const PairTables& tables, F& f) {
+    constexpr int kChunks = Acc::kCols / 32;
+    const int q = t_.thread % 4;
+    int32_t chunk_entry[kChunks];  // the table column of each chunk's first pair
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) chunk_entry[k] = tables.period.remainder(t_.col0 + 32 * k) >> 1;
+    const int32_t rows = min(tables.first.rows, tables.second.rows);
+#pragma unroll
+    for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // the thread's two rows of the block
+        const int32_t r = row(b, 2 * half);
+        const int32_t index = load_index(tables.index, Element{acc_.value[b][0], r, 0, t_.batch});
+        const bool known = uint32_t(index) < uint32_t(rows);
+        const int32_t table_row = known ? index : 0;
+        const float* first = tables.first.data + (table_row * tables.first.ld + 4 * q);
+        const float* second = tables.second.data + (table_row * tables.second.ld + 4 * q);
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) {
+          const float4 a = __ldg(reinterpret_cast<const float4*>(first + chunk_entry[k]));
+          const float4 c = __ldg(reinterpret_cast<const float4*>(second + chunk_entry[k]));
+          float firsts[4] = {a.x, a.y, a.z, a.w}, seconds[4] = {c.x, c.y, c.z, c.w};
+          detail::quad_transpose(firsts, q);
+          detail::quad_transpose(seconds, q);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int i = 4 * (4 * k + e) + 2 * half;  // values i, i + 1: the part's pair 4 (4 k + e) + q
+            Pair p{acc_.value[b][i], acc_.value[b][i + 1], r, col(i), t_.batch};
+            f(p, Values2{known ? firsts[e] : NAN, known ? seconds[e] : NAN});
+          }
+        }
+      }
   }
   // Pin the program's values in place: nothing computed from them may be moved across this point.
   // Without it the compiler computes a later store's converted values early, inside an earlier

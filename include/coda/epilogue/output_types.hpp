@@ -36,6 +36,10 @@ class StoreRecorder {
   CODA_HD void map(F&& f) { visit<Element&>(false, f); }
   template <class F>
   CODA_HD void map_pairs(F&& f) { visit<Pair&>(false, f); }
+  template <class F>
+  CODA_HD void map_pairs(const PairTables&, F&& f) {
+    map_pairs([&](Pair& p) { f(p, Values2{}); });
+  }
 
   template <class At>
   CODA_HD float load(const TileIn& in, const At&) const {

@@ -25,6 +25,12 @@
 //     t.map(f)              f(Element& x) for every element: x.value (float&), x.row, x.col, x.batch
 //     t.map_pairs(f)        f(Pair& p) for every pair of adjacent columns (2c, 2c+1) of a row:
 //                           p.first, p.second (float&), p.row, p.col (= 2c), p.batch
+//     t.map_pairs(tables, f)  f(Pair& p, Values2 v) for every pair, with v = the pair's entries of
+//                           two tables at a row picked per output row (PairTables, arguments.hpp:
+//                           RoPE's cos and sin at the row's position). Prefer it to t.load(Table)
+//                           per pair: the GPU executor reads a row's entries with 16-byte loads
+//                           shared by the lanes holding the row, a quarter of the load instructions,
+//                           and global loads in the epilogue slow the other consumer's MMAs
 //  2. vector loads                                   (stores are reductions, 4.)
 //     t.load(RowVector, x)        vector[x.col]      t.load(ColumnVector, x)   vector[x.row]
 //     t.load_index(ColumnVector, x)   vector[x.row] of an int32 vector, as int32 (positions, targets)

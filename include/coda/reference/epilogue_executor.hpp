@@ -10,6 +10,8 @@
 //   coda::ref::run_epilogue(program, y, /*batch=*/0, {64, 256});       // parts of 64 x 256
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -58,6 +60,17 @@ class CpuTile {
       }
   }
 
+  template <class F>
+  void map_pairs(const epilogue::PairTables& tables, F&& f) {
+    check_index_vector(tables.index, "t.map_pairs(PairTables) (its index)");
+    const int32_t rows = std::min(tables.first.rows, tables.second.rows);
+    map_pairs([&](epilogue::Pair& p) {
+      const int32_t index = load_index(tables.index, p), entry = tables.period.remainder(p.col) / 2;
+      const bool known = index >= 0 && index < rows;
+      f(p, epilogue::Values2{known ? load(tables.first, index, entry) : NAN, known ? load(tables.second, index, entry) : NAN});
+    });
+  }
+
   // Loads take the position of an Element or of a Pair (`At`: anything with row, col, batch), as
   // on the GPU: Rope reads a row's position at a Pair.
   template <class At>
@@ -81,7 +94,7 @@ class CpuTile {
   }
   template <class At>
   int32_t load_index(const epilogue::ColumnVector& v, const At& x) const {
-    check_index_vector(v);
+    check_index_vector(v, "t.load_index");
     return static_cast<const int32_t*>(v.data)[x.batch * v.batch_stride + x.row];
   }
   float load(const epilogue::Table& table, int32_t i, int32_t j) const { return table.data[i * table.ld + j]; }
@@ -143,7 +156,7 @@ class CpuTile {
 
  private:
   void check_listed(const epilogue::TileIn& in) const;
-  static void check_index_vector(const epilogue::ColumnVector& v);
+  static void check_index_vector(const epilogue::ColumnVector& v, const char* reader);
   float& value(int64_t r, int64_t c) { return values_[std::size_t(r * cols_ + c)]; }
   int32_t row(int64_t r) const { return int32_t(row0_ + r); }
   int32_t col(int64_t c) const { return int32_t(col0_ + c); }

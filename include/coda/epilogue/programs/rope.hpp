@@ -27,22 +27,17 @@ struct Rope {
   CODA_HD void operator()(Tile& t) const {
     if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
     // A part whose columns all pass through (the V of a fused QKV projection) reads no table:
-    // the rotation's gathers are most of the epilogue (coda bench timeline), a third of QKV's parts.
-    // Inside, written without early returns: every pair reads the tables (row 0 for a bad
-    // position), so the GPU executor can issue all of a part's table loads before the first is needed.
-    if (t.part_columns().first < rotated_heads * head_dim.value()) t.map_pairs([&](Pair& p) {
-      const int32_t head = head_dim.divide(p.col);
-      const bool rotated = head < rotated_heads;
-      const int32_t position = t.load_index(positions, p);
-      const bool known = uint32_t(position) < uint32_t(cos.rows);  // 0 <= position < rows
-      // head_dim.remainder(p.col), from the quotient at hand (remainder() would divide again:
-      // the compiler does not merge the two). p.col and head_dim are even.
-      const int32_t i = (p.col - head * head_dim.value()) >> 1;
-      const float c = t.load(cos, known ? position : 0, i), s = t.load(sin, known ? position : 0, i);
-      const float y0 = p.first, y1 = p.second;
-      p.first = !rotated ? y0 : known ? y0 * c - y1 * s : NAN;
-      p.second = !rotated ? y1 : known ? y0 * s + y1 * c : NAN;
-    });
+    // the rotation's table reads are most of the epilogue (coda bench timeline), a third of QKV's parts.
+    const int32_t rotated_columns = rotated_heads * head_dim.value();
+    if (t.part_columns().first < rotated_columns)
+      t.map_pairs(PairTables{positions, cos, sin, head_dim}, [&](Pair& p, const Values2& angle) {
+        // Selects, not a branch per pair. The head is p.col / head_dim; c and s are NaN where the
+        // row's position is outside the cache.
+        const bool rotated = p.col < rotated_columns;
+        const float y0 = p.first, y1 = p.second, c = angle.first, s = angle.second;
+        p.first = rotated ? y0 * c - y1 * s : y0;
+        p.second = rotated ? y0 * s + y1 * c : y1;
+      });
     t.store(out);
   }
 };
