@@ -25,6 +25,17 @@ void check_vector(const TensorView& v, const char* argument, int max_rank, std::
 
 }  // namespace
 
+void check_operand_majors(Major a, Major b, Major built_a, Major built_b, const char* function) {
+  const auto rule = [](Major built, const char* operand) {
+    return concat("this launch's kernels take a", built == Major::k ? " K" : "n MN", "-major ", operand,
+                  " (a launch names other majors with coda::OperandMajors<A, B>; K-major by default)");
+  };
+  ArgumentCheck check(function);
+  check.require(a == built_a, "a", rule(built_a, "A"), StatusCode::unsupported)
+      .require(b == built_b, "b", rule(built_b, "B"), StatusCode::unsupported);
+  check.throw_if_error();
+}
+
 TileIn tile_in(const TensorView& v, const char* argument) {
   check_tile(v, argument, {DType::bf16, DType::f16, DType::f32});
   TileIn in{v.data, v.dtype, v.ld(), v.batch() > 1 ? v.batch_stride() : 0};

@@ -529,6 +529,30 @@ TEST(TableArgument, RefusesWhatThirtyTwoBitIndicesCannotAddress) {
   }
 }
 
+// A program launch's kernels are built for one pair of operand majors (coda::OperandMajors,
+// K-major by default): gemm_program and launch_program refuse operands of others, naming them.
+TEST(ProgramLaunch, RefusesOperandsOfMajorsItsKernelsAreNotBuiltFor) {
+  EXPECT_NO_THROW(epilogue::check_operand_majors(Major::k, Major::k, Major::k, Major::k, "coda::gemm_program"));
+  EXPECT_NO_THROW(epilogue::check_operand_majors(Major::mn, Major::mn, Major::mn, Major::mn, "coda::gemm_program"));
+  struct Refusal {
+    Major a, b, built_a, built_b;
+    const char* message;
+  };
+  const Refusal refusals[] = {
+      {Major::k, Major::mn, Major::k, Major::k, "coda::gemm_program: argument 'b': this launch's kernels take a K-major B"},
+      {Major::mn, Major::k, Major::k, Major::k, "coda::gemm_program: argument 'a': this launch's kernels take a K-major A"},
+      {Major::k, Major::k, Major::k, Major::mn, "coda::gemm_program: argument 'b': this launch's kernels take an MN-major B"}};
+  for (const Refusal& r : refusals) {
+    try {
+      epilogue::check_operand_majors(r.a, r.b, r.built_a, r.built_b, "coda::gemm_program");
+      ADD_FAILURE() << "accepted; expected: " << r.message;
+    } catch (const coda::Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find(r.message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("coda::OperandMajors<A, B>"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // launch_program's rule for the tile inputs a program lists (the GPU executor reads them as
 // the operands' 16-bit type, column pairs as aligned 32-bit words), each rule named.
 TEST(TileInputsOnTheGpu, EachRuleIsCheckedAndNamed) {

@@ -49,12 +49,18 @@ inline int64_t parts(int64_t extent, int64_t part) { return (extent + part - 1) 
 // The tensors of one case: the operands, their fp64 product (the CPU executor's accumulators),
 // and every output twice, a device copy (poisoned) and a host copy the CPU executor fills.
 struct Case {
-  explicit Case(const Shape& s) : shape(s), x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k) {
+  // x is M x K stored K-major (or K x M: MN-major), w N x K (or K x N).
+  explicit Case(const Shape& s, Major a_major = Major::k, Major b_major = Major::k)
+      : shape(s),
+        a_major(a_major),
+        b_major(b_major),
+        x(DType::bf16, a_major == Major::k ? s.m : s.k, a_major == Major::k ? s.k : s.m),
+        w(DType::bf16, b_major == Major::k ? s.n : s.k, b_major == Major::k ? s.k : s.n) {
     outputs.reserve(kMaxOutputs);
     expected.reserve(kMaxOutputs);
     x.random();
     w.random();
-    product = ref::gemm(x.host.matrix(), Major::k, w.host.matrix(), Major::k);
+    product = ref::gemm(x.host.matrix(), a_major, w.host.matrix(), b_major);
   }
   DeviceTensor& output(DType dtype, int64_t rows, int64_t cols) {
     EXPECT_LT(outputs.size(), kMaxOutputs) << "descriptors point into `outputs`: it must not reallocate";
@@ -66,10 +72,11 @@ struct Case {
 
   // Run `gpu` (device descriptors) through the GEMM and `cpu` (host descriptors) on the product,
   // then compare every output.
-  template <class GpuProgram, class CpuProgram, DType... Also>
-  void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, OutputTypes<Also...> output_types = {}) {
-    const mainloop::LaunchPlan plan = plan_program({x.view(), Major::k}, {w.view(), Major::k}, {}, "test");
-    launch_program(plan, gpu, nullptr, output_types);
+  template <class GpuProgram, class CpuProgram, DType... Also, Major A = Major::k, Major B = Major::k>
+  void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, OutputTypes<Also...> output_types = {},
+                       OperandMajors<A, B> majors = {}) {
+    const mainloop::LaunchPlan plan = plan_program({x.view(), a_major}, {w.view(), b_major}, {}, "test");
+    launch_program(plan, gpu, nullptr, output_types, majors);
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
     run_on_cpu(cpu, product);
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -84,6 +91,7 @@ struct Case {
 
   static constexpr std::size_t kMaxOutputs = 8;
   Shape shape;
+  Major a_major, b_major;
   DeviceTensor x, w;
   ref::Matrix product;
   std::vector<DeviceTensor> outputs;  // kMaxOutputs reserved up front: descriptors point into them

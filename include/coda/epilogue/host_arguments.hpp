@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "coda/core/layout.hpp"
 #include "coda/core/tensor.hpp"
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/arguments.hpp"
@@ -36,6 +37,10 @@ Partials column_partials(const TensorView& view, const char* argument);
 Partials per_row(const TensorView& view, const char* argument);
 /// An fp32 table, rows x columns.
 Table table(const TensorView& view, const char* argument);
+
+/// A program launch's kernels are built for one pair of operand majors (`built_a`, `built_b`:
+/// coda::OperandMajors, launch.cuh): operands of other majors are refused, naming the operand.
+void check_operand_majors(Major a, Major b, Major built_a, Major built_b, const char* function);
 
 /// The GPU executor reads tile inputs as the operands' 16-bit type, a pair of adjacent columns
 /// per aligned 32-bit word (gpu_executor.cuh): check every input the program lists, and the
