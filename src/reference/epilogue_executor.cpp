@@ -37,4 +37,10 @@ void CpuTile::check_index_vector(const epilogue::ColumnVector& v, const char* re
                           std::string(name(v.dtype)) + " (the GPU executor reads its words as int32)");
 }
 
+void CpuTile::check_fixed_type(const epilogue::TileOut& out, DType declared) {
+  if (out.dtype != declared)
+    throw InvalidArgument("epilogue program: a TileOutOf<" + std::string(name(declared)) + "> is written in " +
+                          std::string(name(declared)) + ", but its tensor is " + std::string(name(out.dtype)));
+}
+
 }  // namespace coda::ref

@@ -153,6 +153,63 @@ TEST_P(EpilogueExecutor, StoreRoundsOnceToEveryOutputType) {
   }
 }
 
+// A TileOutOf<T> (written in T, whatever a launch writes its TileOuts in) beside a TileOut, at
+// every width; one whose tensor is not of type T is refused.
+struct StoreTypedOutputs {
+  epilogue::TileOutOf<DType::f32> exact;  // M x N
+  epilogue::TileOutOf<DType::bf16> half;  // M x N/2
+  epilogue::TileOutOf<DType::f16> wide;   // M x 2N
+  epilogue::TileOut out;                  // M x N
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    t.store(exact);
+    t.store_pairs(half, [](const Pair& p) { return p.first - p.second; });
+    t.store_wide(wide, [](const Element& x) { return epilogue::Values2{x.value, -2.0f * x.value}; });
+    t.store(out, [](const Element& x) { return 0.5f * x.value; });
+  }
+};
+
+TEST_P(EpilogueExecutor, TypedOutputsAreWrittenInTheirOwnType) {
+  const auto acc = random_accumulators(kShape);
+  const int64_t m = kShape.rows, n = kShape.cols, batch = kShape.batch;
+  HostTensor exact = poisoned_output(DType::f32, m, n, batch), half = poisoned_output(DType::bf16, m, n / 2, batch),
+             wide = poisoned_output(DType::f16, m, 2 * n, batch), out = poisoned_output(DType::e5m2, m, n, batch);
+  StoreTypedOutputs program{{tile_out(exact)}, {tile_out(half)}, {tile_out(wide)}, tile_out(out)};
+  run_batches(program, acc, part());
+  const auto each = [&](DType dtype, int64_t cols, const std::function<double(const ref::Matrix&, int64_t, int64_t)>& f) {
+    return per_batch(acc, [&](const ref::Matrix& y, int64_t) {
+      ref::Matrix stored(m, cols);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < cols; ++c) stored(r, c) = rounded(dtype, f(y, r, c));
+      return stored;
+    });
+  };
+  const auto at = [](const ref::Matrix& y, int64_t r, int64_t c) { return float(y(r, c)); };
+  expect_output(exact, each(DType::f32, n, [&](const ref::Matrix& y, int64_t r, int64_t c) { return at(y, r, c); }),
+                1.0, kExactly);
+  expect_output(half, each(DType::bf16, n / 2, [&](const ref::Matrix& y, int64_t r, int64_t c) {
+                  return double(at(y, r, 2 * c) - at(y, r, 2 * c + 1));
+                }),
+                1.0, kExactly);
+  expect_output(wide, each(DType::f16, 2 * n, [&](const ref::Matrix& y, int64_t r, int64_t c) {
+                  return double(c % 2 == 0 ? at(y, r, c / 2) : -2.0f * at(y, r, c / 2));
+                }),
+                1.0, kExactly);
+  expect_output(out, each(DType::e5m2, n, [&](const ref::Matrix& y, int64_t r, int64_t c) { return double(0.5f * at(y, r, c)); }),
+                1.0, kExactly);
+
+  HostTensor wrong = poisoned_output(DType::bf16, m, n, batch);
+  program.exact = {tile_out(wrong)};
+  try {
+    run_batches(program, acc, part());
+    FAIL() << "accepted a bf16 tensor as a TileOutOf<f32>";
+  } catch (const coda::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("a TileOutOf<f32> is written in f32, but its tensor is bf16"), std::string::npos)
+        << e.what();
+  }
+}
+
 struct StoreEveryWidth {
   epilogue::TileOut full;  // M x N
   epilogue::TileOut half;  // M x N/2

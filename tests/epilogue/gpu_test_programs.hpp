@@ -49,4 +49,22 @@ struct ScaledOutputs {
   }
 };
 
+/// D = silu(acc + column bias) in the launch's type (e4m3 in the test), with its pre-activation and
+/// the gate-times-up pairs of it in bf16 whatever that type is (TileOutOf): two output types, and
+/// two widths, in one launch.
+struct TypedAuxOutputs {
+  epilogue::RowVector column_bias{};
+  epilogue::TileOutOf<DType::bf16> pre_activation{};  // M x N
+  epilogue::TileOutOf<DType::bf16> gated{};           // M x N/2: silu(pre[2c]) pre[2c + 1]
+  epilogue::TileOut out{};
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    t.map([&](epilogue::Element& x) { x.value += t.load(column_bias, x); });
+    t.store(pre_activation);
+    t.store_pairs(gated, [](const epilogue::Pair& p) { return epilogue::silu(p.first) * p.second; });
+    t.store(out, [](const epilogue::Element& x) { return epilogue::silu(x.value); });
+  }
+};
+
 }  // namespace coda::test

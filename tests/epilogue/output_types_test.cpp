@@ -93,5 +93,58 @@ TEST(OutputType, EachRefusalNamesTheStoreAndTheRule) {
   refused(linear, {DType::e4m3}, {"tile output of store 2", "is e4m3 but store 1 writes bf16", "one type"});
 }
 
+// A TileOutOf<T> is written in T whatever the launch writes its TileOuts in: an e4m3 result and a
+// bf16 auxiliary output in one launch. Stores are numbered over both kinds.
+struct ResultAndTypedAux {
+  epilogue::TileOutOf<DType::bf16> aux;
+  epilogue::TileOut out;
+  epilogue::TileOut second;
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    if (aux.data) t.store(aux);
+    if (out.data) t.store_pairs(out, [](const epilogue::Pair& p) { return p.first; });
+    if (second.data) t.store(second);
+  }
+};
+
+TEST(OutputType, ATypedOutputIsWrittenInItsOwnType) {
+  ResultAndTypedAux program;
+  program.aux = epilogue::TileOutOf<DType::bf16>{output(DType::bf16)};
+  EXPECT_EQ(epilogue::output_type(program, DType::bf16, {}, "f"), DType::bf16);  // no TileOut: the operands'
+  program.out = output(DType::e5m2);
+  EXPECT_EQ(epilogue::output_type(program, DType::f16, {DType::e5m2}, "f"), DType::e5m2);
+  epilogue::StoreRecorder recorder;
+  program(recorder);
+  EXPECT_EQ(recorder.stores(), 2);
+  EXPECT_EQ(recorder.first_launch_typed_store(), 2);
+
+  // Store 3, a TileOut of another type than store 2's, is refused by its number.
+  program.second = output(DType::f32);
+  try {
+    (void)epilogue::output_type(program, DType::bf16, {DType::e5m2, DType::f32}, "coda::launch_program");
+    ADD_FAILURE() << "accepted two TileOut types";
+  } catch (const coda::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("tile output of store 3 (program order)': is f32 but store 2 writes e5m2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(OutputType, ATypedOutputOfAnotherTypeIsRefused) {
+  ResultAndTypedAux program;
+  program.aux = epilogue::TileOutOf<DType::bf16>{output(DType::f16)};
+  program.out = output(DType::bf16);
+  try {
+    (void)epilogue::output_type(program, DType::bf16, {}, "coda::launch_program");
+    ADD_FAILURE() << "accepted an f16 tensor as a TileOutOf<bf16>";
+  } catch (const coda::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("coda::launch_program: argument 'tile output of store 1 (program order)': is "
+                                         "a TileOutOf<bf16> but its tensor is f16"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace coda::test

@@ -25,6 +25,7 @@ void run_on_cpu(const epilogue::ActivationBackward& program, const ref::Matrix& 
 void run_on_cpu(const epilogue::Reductions& program, const ref::Matrix& accumulators);
 void run_on_cpu(const WideInput& program, const ref::Matrix& accumulators);
 void run_on_cpu(const ScaledOutputs& program, const ref::Matrix& accumulators);
+void run_on_cpu(const TypedAuxOutputs& program, const ref::Matrix& accumulators);
 
 namespace standard_gpu {
 

@@ -46,5 +46,29 @@ TEST(StandardProgramsGpu, OutputTypesMatchTheCpuExecutor) {
     }
 }
 
+// An e4m3 result with bf16 auxiliary outputs (TileOutOf<bf16>, full and half width) in one launch.
+TEST(StandardProgramsGpu, TypedOutputsBesideTheLaunchsType) {
+  CODA_REQUIRE_HOPPER();
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
+    Case c(s);
+    DeviceTensor column_bias(DType::f32, 1, s.n);
+    column_bias.random();
+    DeviceTensor& out = c.output(DType::e4m3, s.m, s.n);
+    DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
+    DeviceTensor& gated = c.output(DType::bf16, s.m, s.n / 2);
+    auto program = [&](bool gpu) {
+      TypedAuxOutputs p;
+      p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
+                          : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
+      p.out = gpu ? device_out(out, 8.0f) : host_out(c.expected_of(out), 8.0f);
+      p.pre_activation = {gpu ? device_out(pre) : host_out(c.expected_of(pre))};
+      p.gated = {gpu ? device_out(gated) : host_out(c.expected_of(gated))};
+      return p;
+    };
+    c.run_and_compare(program(true), program(false), OutputTypes<DType::e4m3>{});
+  }
+}
+
 }  // namespace
 }  // namespace coda::test

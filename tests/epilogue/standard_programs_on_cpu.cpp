@@ -19,5 +19,6 @@ void run_on_cpu(const epilogue::ActivationBackward& p, const ref::Matrix& acc) {
 void run_on_cpu(const epilogue::Reductions& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const WideInput& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const ScaledOutputs& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const TypedAuxOutputs& p, const ref::Matrix& acc) { run(p, acc); }
 
 }  // namespace coda::test

@@ -42,6 +42,18 @@ struct TileOut {
   CUtensorMap map{};  // GPU executor: filled by the op's host code
 };
 
+/// A tile output whose type the program fixes (`Type`), where a TileOut's follows the launch (one
+/// type for all of a launch's TileOuts, launch.cuh): so one launch can write an fp8 result and a
+/// bf16 auxiliary output. Made from tile_out()'s descriptor, `TileOutOf<DType::bf16>{tile_out(...)}`;
+/// launch_program and the CPU executor refuse one whose tensor is of another type.
+template <DType Type>
+struct TileOutOf : TileOut {
+  static_assert(Type == DType::bf16 || Type == DType::f16 || Type == DType::f32 || Type == DType::e4m3 ||
+                    Type == DType::e5m2,
+                "tile outputs are bf16, f16, f32, e4m3 or e5m2");
+  static constexpr DType kType = Type;
+};
+
 /// One value per output column (bias, RMSNorm weight): `data[col]`.
 struct RowVector {
   const void* data = nullptr;

@@ -40,9 +40,10 @@
 //                        the 128B-swizzled layout (each consumer's own, or with a staged input
 //                        the region it was staged in), then TMA stores (clipped at the problem edge).
 //                        The output type is part of the kernel (`Out`, every TileOut; launch.cuh
-//                        picks it from the program's stores): with it chosen at run time, the
-//                        compiler hoists the program's values above the type switch and the
-//                        accumulators spill. fp8 outputs are scaled and saturated on the way.
+//                        picks it from the program's stores) or of the descriptor's C++ type (a
+//                        TileOutOf<T>, in T): with it chosen at run time, the compiler hoists the
+//                        program's values above the type switch and the accumulators spill. fp8
+//                        outputs are scaled and saturated on the way.
 // Elements outside the problem are never handed to the program.
 #pragma once
 
@@ -293,15 +294,26 @@ class GpuTile {
   __device__ float load(const Table& table, int32_t i, int32_t j) const { return __ldg(table.data + (i * table.ld + j)); }
 
   // ---- 3. stores
+  // A TileOut is written in the launch's type `Out`, a TileOutOf<T> in its own T.
   __device__ void store(const TileOut& out) {
-    store_as<Width::full>(out, [](const Element& x) { return x.value; });
+    store_as<Width::full, Out>(out, [](const Element& x) { return x.value; });
   }
   template <class F>
-  __device__ void store(const TileOut& out, F&& f) { store_as<Width::full>(out, f); }
+  __device__ void store(const TileOut& out, F&& f) { store_as<Width::full, Out>(out, f); }
   template <class F>
-  __device__ void store_pairs(const TileOut& out, F&& f) { store_as<Width::half>(out, f); }
+  __device__ void store_pairs(const TileOut& out, F&& f) { store_as<Width::half, Out>(out, f); }
   template <class F>
-  __device__ void store_wide(const TileOut& out, F&& f) { store_as<Width::wide>(out, f); }
+  __device__ void store_wide(const TileOut& out, F&& f) { store_as<Width::wide, Out>(out, f); }
+  template <DType T>
+  __device__ void store(const TileOutOf<T>& out) {
+    store_as<Width::full, T>(out, [](const Element& x) { return x.value; });
+  }
+  template <DType T, class F>
+  __device__ void store(const TileOutOf<T>& out, F&& f) { store_as<Width::full, T>(out, f); }
+  template <DType T, class F>
+  __device__ void store_pairs(const TileOutOf<T>& out, F&& f) { store_as<Width::half, T>(out, f); }
+  template <DType T, class F>
+  __device__ void store_wide(const TileOutOf<T>& out, F&& f) { store_as<Width::wide, T>(out, f); }
 
   // ---- 4 and 5. reductions
   template <class Monoid, class F>
@@ -577,9 +589,9 @@ class GpuTile {
 
   // Every output subtile (64 rows x 128 bytes) of the part, in order: accumulator chunk j (eight
   // columns) lands in exactly one output subtile, decided at compile time from its width.
-  template <Width W, class F>
+  template <Width W, DType T, class F>
   __device__ void store_as(const TileOut& out, F&& f) {
-    constexpr int ElementBytes = int(size_of(Out));
+    constexpr int ElementBytes = int(size_of(T));
     constexpr int kSubtileCols = 128 / ElementBytes;
     constexpr int kChunks = Acc::kCols / 8;
     constexpr int kOutChunkCols = W == Width::full ? 8 : W == Width::half ? 4 : 16;  // output columns per chunk
@@ -611,7 +623,7 @@ class GpuTile {
               const int i = 4 * (8 * sub + c) + 2 * half;
               Element x0{acc_.value[b][i], row(b, i), col(i), t_.batch};
               Element x1{acc_.value[b][i + 1], row(b, i + 1), col(i + 1), t_.batch};
-              packed[2 * c + half] = detail::pack2<Out>(inside(b, i) ? f(x0) : 0.0f, inside(b, i + 1) ? f(x1) : 0.0f);
+              packed[2 * c + half] = detail::pack2<T>(inside(b, i) ? f(x0) : 0.0f, inside(b, i + 1) ? f(x1) : 0.0f);
             }
           mainloop::write_16bit_subtile(staging_address, packed, t_.thread);
         } else {
@@ -628,20 +640,20 @@ class GpuTile {
               const bool in0 = inside(b, i), in1 = inside(b, i + 1);
               if constexpr (W == Width::full) {  // output columns pc, pc + 1
                 const int oc = pc % kSubtileCols;
-                detail::put2<Out>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                detail::put2<T>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
                                   in0 ? f(x0) : 0.0f, in1 ? f(x1) : 0.0f);
               } else if constexpr (W == Width::half) {  // output column pc / 2
                 const int oc = (pc / 2) % kSubtileCols;
                 Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
-                detail::put1<Out>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                detail::put1<T>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
                                   in0 ? f(p) : 0.0f);
               } else {  // output columns 2 pc .. 2 pc + 3
                 const int oc = (2 * pc) % kSubtileCols;
                 const Values2 v0 = in0 ? f(x0) : Values2{0.0f, 0.0f};
                 const Values2 v1 = in1 ? f(x1) : Values2{0.0f, 0.0f};
-                detail::put2<Out>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                detail::put2<T>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
                                   v0.first, v0.second);
-                detail::put2<Out>(staging_address + mainloop::swizzled_offset(r, (oc + 2) * ElementBytes), out.scale,
+                detail::put2<T>(staging_address + mainloop::swizzled_offset(r, (oc + 2) * ElementBytes), out.scale,
                                   v1.first, v1.second);
               }
             }

@@ -12,7 +12,9 @@
 //   program.out = coda::epilogue::tile_out(out_e4m3_view, "out", /*scale=*/0.5f);
 //   coda::gemm_program(a, b, program, stream, {}, coda::OutputTypes<coda::DType::e4m3>{});
 //
-// Every tile output of one launch has the same type (output_types.hpp checks, naming the store).
+// Every TileOut of one launch has the same type (output_types.hpp checks, naming the store); a
+// program fixes another output's type by declaring it a TileOutOf<T> (arguments.hpp): an e4m3
+// result with a bf16 auxiliary output is one launch.
 // Operands are K-major, the layout of a forward projection X W^T, unless the launch names other
 // majors (a kernel is built per pair): a data gradient dX = dY W takes W as an N-major B,
 //

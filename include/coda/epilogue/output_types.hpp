@@ -6,7 +6,7 @@
 //
 // The GPU executor's output type is a template parameter of the kernel (gpu_executor.cuh), so
 // a launch builds one kernel per type it may write, and every TileOut of one launch must share
-// it. A program's stores depend only on its arguments (which outputs are set), never on the data
+// it; a TileOutOf<T> (arguments.hpp) is written in its own T. A program's stores depend only on its arguments (which outputs are set), never on the data
 // (program.hpp), so one run on the recorder finds exactly the stores every part makes.
 #pragma once
 
@@ -72,6 +72,24 @@ class StoreRecorder {
     record(out);
     visit<const Element&>(true, f);
   }
+  // A TileOutOf<T> is written in T whatever the launch's type: recorded apart (record_fixed).
+  template <DType T>
+  CODA_HD void store(const TileOutOf<T>& out) { store(out, [](const Element& x) { return x.value; }); }
+  template <DType T, class F>
+  CODA_HD void store(const TileOutOf<T>& out, F&& f) {
+    record_fixed(out, T);
+    visit<const Element&>(true, f);
+  }
+  template <DType T, class F>
+  CODA_HD void store_pairs(const TileOutOf<T>& out, F&& f) {
+    record_fixed(out, T);
+    visit<const Pair&>(true, f);
+  }
+  template <DType T, class F>
+  CODA_HD void store_wide(const TileOutOf<T>& out, F&& f) {
+    record_fixed(out, T);
+    visit<const Element&>(true, f);
+  }
 
   template <class Monoid, class F>
   CODA_HD void row_reduce(const Partials&, Monoid, F&& f) { visit<const Element&>(false, f); }
@@ -80,13 +98,20 @@ class StoreRecorder {
   template <class Monoid, class F>
   CODA_HD void reduce(const Partials&, Monoid, F&& f) { visit<const Element&>(true, f); }
 
-  /// How many stores the program made.
+  /// How many stores the program made (to TileOuts and to TileOutOf<T>s).
   CODA_HD int stores() const { return stores_; }
-  /// The type of the first store (meaningful when stores() > 0).
+  /// The first store (counted from 1, in program order) to a TileOut, whose type the launch
+  /// writes; 0 when there is none.
+  CODA_HD int first_launch_typed_store() const { return first_launch_typed_store_; }
+  /// The type of that store.
   CODA_HD DType first_type() const { return first_type_; }
-  /// The first store (counted from 1) of a type other than first_type(); 0 when there is none.
+  /// The first store to a TileOut of a type other than first_type(); 0 when there is none.
   CODA_HD int first_other_store() const { return first_other_store_; }
   CODA_HD DType other_type() const { return other_type_; }
+  /// The first store to a TileOutOf<T> whose tensor is not of type T; 0 when there is none.
+  CODA_HD int first_mistyped_store() const { return first_mistyped_store_; }
+  CODA_HD DType mistyped_declared() const { return mistyped_declared_; }
+  CODA_HD DType mistyped_actual() const { return mistyped_actual_; }
   /// The first primitive (counted from 1, in program order) that reads the staged input after
   /// one that writes through shared memory; 0 when there is none.
   CODA_HD int late_staged_read() const { return late_staged_read_; }
@@ -111,10 +136,20 @@ class StoreRecorder {
 
   CODA_HD void record(const TileOut& out) {
     ++stores_;
-    if (stores_ == 1) first_type_ = out.dtype;
-    else if (out.dtype != first_type_ && first_other_store_ == 0) {
+    if (first_launch_typed_store_ == 0) {
+      first_launch_typed_store_ = stores_;
+      first_type_ = out.dtype;
+    } else if (out.dtype != first_type_ && first_other_store_ == 0) {
       first_other_store_ = stores_;
       other_type_ = out.dtype;
+    }
+  }
+  CODA_HD void record_fixed(const TileOut& out, DType declared) {
+    ++stores_;
+    if (out.dtype != declared && first_mistyped_store_ == 0) {
+      first_mistyped_store_ = stores_;
+      mistyped_declared_ = declared;
+      mistyped_actual_ = out.dtype;
     }
   }
 
@@ -123,20 +158,33 @@ class StoreRecorder {
   bool uses_staging_ = false;
   mutable int late_staged_read_ = 0;
   int stores_ = 0;
+  int first_launch_typed_store_ = 0;
   DType first_type_ = DType::f32;
   int first_other_store_ = 0;
   DType other_type_ = DType::f32;
+  int first_mistyped_store_ = 0;
+  DType mistyped_declared_ = DType::f32;
+  DType mistyped_actual_ = DType::f32;
 };
 
-/// The type every tile output of `program` has: `operands` (the default when it stores nothing)
-/// or one of `also`. Throws, naming the store by its place in the program, when the type is none
-/// of those or a later store's type differs from the first's.
+/// The type a launch writes `program`'s TileOuts in: `operands` (the default when it stores none)
+/// or one of `also`. Throws, naming the store by its place in the program, when that type is none
+/// of those, when a later TileOut's type differs from the first's, or when a TileOutOf<T>'s tensor
+/// is not of type T.
 template <class Program>
 DType output_type(const Program& program, DType operands, std::initializer_list<DType> also, const char* function) {
   StoreRecorder recorder;
   program(recorder);
-  if (recorder.stores() == 0) return operands;
-
+  ArgumentCheck check(function);
+  const int mistyped = recorder.first_mistyped_store();
+  check.require(mistyped == 0, coda::detail::concat("tile output of store ", mistyped, " (program order)"),
+                coda::detail::concat("is a TileOutOf<", name(recorder.mistyped_declared()), "> but its tensor is ",
+                                     name(recorder.mistyped_actual())));
+  const int first = recorder.first_launch_typed_store();
+  if (first == 0) {
+    check.throw_if_error();
+    return operands;
+  }
   const DType out = recorder.first_type();
   bool allowed = out == operands;
   std::string writable(name(operands));
@@ -144,16 +192,15 @@ DType output_type(const Program& program, DType operands, std::initializer_list<
     allowed = allowed || out == t;
     if (t != operands) writable += coda::detail::concat(", ", name(t));
   }
-  ArgumentCheck check(function);
   check
-      .require(allowed, "tile output of store 1 (program order)",
+      .require(allowed, coda::detail::concat("tile output of store ", first, " (program order)"),
                coda::detail::concat("is ", name(out), " but this launch writes only ", writable,
-                                    " (launch_program's OutputTypes add more)"),
+                                    " (launch_program's OutputTypes add more; a TileOutOf<T> is written in T)"),
                StatusCode::unsupported)
       .require(recorder.first_other_store() == 0,
                coda::detail::concat("tile output of store ", recorder.first_other_store(), " (program order)"),
-               coda::detail::concat("is ", name(recorder.other_type()), " but store 1 writes ", name(out),
-                                    ": one launch writes every tile output in one type"),
+               coda::detail::concat("is ", name(recorder.other_type()), " but store ", first, " writes ", name(out),
+                                    ": one launch writes every TileOut in one type (a TileOutOf<T> in T)"),
                StatusCode::unsupported);
   check.throw_if_error();
   return out;

@@ -39,6 +39,8 @@
 //     t.load(TileIn, x)           the input at x's position (M x N)
 //     t.load_wide(TileIn, x)      {first, second}: columns 2 x.col, 2 x.col + 1 of an M x 2N input
 //     t.store(TileOut)            every element's current value (M x N), rounded to out.dtype
+//                                 (every TileOut of a launch has one type; a TileOutOf<T> member,
+//                                 arguments.hpp, is written in T: an fp8 result and a bf16 aux)
 //     t.store(TileOut, f)         f(const Element&) for every element
 //     t.store_pairs(TileOut, f)   f(const Pair&) at column p.col / 2: an M x N/2 output
 //     t.store_wide(TileOut, f)    f(const Element&) -> {first, second} at columns 2 x.col, 2 x.col + 1

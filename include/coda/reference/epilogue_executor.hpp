@@ -119,6 +119,28 @@ class CpuTile {
     });
   }
 
+  // A TileOutOf<T> (arguments.hpp) is written in T: its tensor must be of that type.
+  template <DType T>
+  void store(const epilogue::TileOutOf<T>& out) {
+    check_fixed_type(out, T);
+    store(static_cast<const epilogue::TileOut&>(out));
+  }
+  template <DType T, class F>
+  void store(const epilogue::TileOutOf<T>& out, F&& f) {
+    check_fixed_type(out, T);
+    store(static_cast<const epilogue::TileOut&>(out), f);
+  }
+  template <DType T, class F>
+  void store_pairs(const epilogue::TileOutOf<T>& out, F&& f) {
+    check_fixed_type(out, T);
+    store_pairs(static_cast<const epilogue::TileOut&>(out), f);
+  }
+  template <DType T, class F>
+  void store_wide(const epilogue::TileOutOf<T>& out, F&& f) {
+    check_fixed_type(out, T);
+    store_wide(static_cast<const epilogue::TileOut&>(out), f);
+  }
+
   template <class Monoid, class F>
   void row_reduce(const epilogue::Partials& out, Monoid, F&& f) {
     for (int64_t r = 0; r < rows_; ++r) {
@@ -157,6 +179,7 @@ class CpuTile {
  private:
   void check_listed(const epilogue::TileIn& in) const;
   static void check_index_vector(const epilogue::ColumnVector& v, const char* reader);
+  static void check_fixed_type(const epilogue::TileOut& out, DType declared);
   float& value(int64_t r, int64_t c) { return values_[std::size_t(r * cols_ + c)]; }
   int32_t row(int64_t r) const { return int32_t(row0_ + r); }
   int32_t col(int64_t c) const { return int32_t(col0_ + c); }
