@@ -70,5 +70,32 @@ TEST(StandardProgramsGpu, TypedOutputsBesideTheLaunchsType) {
   }
 }
 
+// The standard set's bias + GELU with an e4m3 D and its pre-activation in bf16 (the terms fix the
+// pre-activation's type), against the CPU executor's LinearCombination given the same tensors.
+TEST(StandardProgramsGpu, LinearCombinationWithATypedPreActivation) {
+  CODA_REQUIRE_HOPPER();
+  using BiasGelu = epilogue::LinearCombinationOf<epilogue::LinearCombinationTerms{
+      .column_bias = true, .pre_activation = true, .pre_activation_typed = true,
+      .pre_activation_type = DType::bf16, .activation = epilogue::Activation::gelu_tanh}>;
+  static_assert(std::is_same_v<decltype(BiasGelu::pre_activation), epilogue::TileOutOf<DType::bf16>>);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
+    Case c(s);
+    DeviceTensor column_bias(DType::f32, 1, s.n);
+    column_bias.random();
+    DeviceTensor& out = c.output(DType::e4m3, s.m, s.n);
+    DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
+    auto program = [&](bool gpu, auto p) {
+      p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
+                          : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
+      p.activation.kind = epilogue::Activation::gelu_tanh;
+      p.out = gpu ? device_out(out, 16.0f) : host_out(c.expected_of(out), 16.0f);
+      p.pre_activation = {gpu ? device_out(pre) : host_out(c.expected_of(pre))};
+      return p;
+    };
+    c.run_and_compare(program(true, BiasGelu{}), program(false, epilogue::LinearCombination{}), OutputTypes<DType::e4m3>{});
+  }
+}
+
 }  // namespace
 }  // namespace coda::test

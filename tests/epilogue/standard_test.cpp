@@ -229,7 +229,7 @@ TEST_P(EpilogueLinearCombination, TermsChosenAtCompileTimeGiveTheSameBits) {
       program.alpha = {.value = 1.5f};
       program.source = tile_in(source);
       program.beta = {.value = -0.5f};
-      program.pre_activation = tile_out(pre);
+      program.pre_activation = {tile_out(pre)};  // braces: a TileOut or a TileOutOf
     }
     program.activation.kind = Activation::gelu_tanh;
     program.column_bias = bias.program().per_column;
@@ -254,6 +254,27 @@ TEST_P(EpilogueLinearCombination, TermsChosenAtCompileTimeGiveTheSameBits) {
   const auto want_bias_gelu = run(epilogue::LinearCombination{}, false).first;
   EXPECT_TRUE(run(bias_gelu, false).first == want_bias_gelu);
   EXPECT_FALSE(want_bias_gelu == want_out);  // alpha and C changed the bits
+
+  // The pre-activation in a type the terms fix (a TileOutOf<f32> member): the same bits, and a
+  // tensor of another type refused.
+  using TypedPre = epilogue::LinearCombinationOf<LinearCombinationTerms{.alpha = true,
+                                                                        .source = true,
+                                                                        .column_bias = true,
+                                                                        .pre_activation = true,
+                                                                        .pre_activation_typed = true,
+                                                                        .pre_activation_type = DType::f32,
+                                                                        .activation = Activation::gelu_tanh}>;
+  static_assert(std::is_same_v<decltype(TypedPre::pre_activation), epilogue::TileOutOf<DType::f32>>);
+  const auto [typed_out, typed_pre] = run(TypedPre{}, true);
+  EXPECT_TRUE(typed_out == want_out);
+  EXPECT_TRUE(typed_pre == want_pre);
+  TypedPre mistyped;
+  HostTensor bf16_pre = poisoned_output(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
+  HostTensor out = poisoned_output(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
+  mistyped.pre_activation = {tile_out(bf16_pre)};
+  mistyped.out = tile_out(out);
+  mistyped.column_bias = bias.program().per_column;
+  EXPECT_THROW(run_batches(mistyped, acc, part()), coda::InvalidArgument);
 }
 
 // An argument whose term a LinearCombinationOf kernel lacks would be silently ignored: the CPU

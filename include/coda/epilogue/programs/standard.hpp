@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/program.hpp"
@@ -90,6 +91,10 @@ struct LinearCombinationTerms {
   bool column_bias = false;     // + bias[n]
   bool row_bias = false;        // + bias[m]
   bool pre_activation = false;  // also store act's input
+  // ... in pre_activation_type whatever type the launch writes `out` in (a TileOutOf, arguments.hpp):
+  // an fp8 D with a bf16 pre-activation for the backward, in one launch
+  bool pre_activation_typed = false;
+  DType pre_activation_type = DType::bf16;
   bool amax = false;            // max |D| per part
   bool activation_at_run_time = false;           // read activation.kind at run time: every kind's code
   Activation activation = Activation::identity;  // otherwise the one kind (activation.kind must match)
@@ -122,7 +127,8 @@ struct LinearCombinationProgram {
   RowVector column_bias{};  // optional, N
   ColumnVector row_bias{};  // optional, M
   ActivationFunction activation{kTerms.activation};
-  TileOut pre_activation{};  // optional
+  // optional; set it with `p.pre_activation = {tile_out(...)}` (a TileOutOf where the terms fix its type)
+  std::conditional_t<kTerms.pre_activation_typed, TileOutOf<kTerms.pre_activation_type>, TileOut> pre_activation{};
   Partials amax{};           // optional: max |D| per part (before an fp8 output's scale)
   TileOut out{};
 
