@@ -42,7 +42,7 @@ CUtensorMapDataType tma_type(DType t) {
 }  // namespace
 
 CUtensorMap make_tensor_map_3d(const void* base, DType dtype, TensorMapShape shape, TensorMapStrides strides,
-                               TensorMapBox box, const char* argument) {
+                               TensorMapBox box, const char* argument, TensorMapSwizzle swizzle) {
   const int64_t element = int64_t(size_of(dtype));
   constexpr int64_t kMaxDim = int64_t(1) << 32;   // TMA global dimensions are 32-bit
   constexpr int64_t kMaxStride = int64_t(1) << 40;  // and strides are below 2^40 bytes
@@ -65,7 +65,9 @@ CUtensorMap make_tensor_map_3d(const void* base, DType dtype, TensorMapShape sha
   const cuuint32_t box_dims[3] = {box.inner, box.outer, 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult r = encode_function()(&map, tma_type(dtype), 3, const_cast<void*>(base), dims, byte_strides, box_dims,
-                                       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                       swizzle == TensorMapSwizzle::bytes128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                                                             : CU_TENSOR_MAP_SWIZZLE_NONE,
                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw InvalidArgument(detail::concat("coda (TMA tensor map): argument '", argument,

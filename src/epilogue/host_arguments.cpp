@@ -60,9 +60,13 @@ TileOut tile_out(const TensorView& v, const char* argument, float scale) {
   out.ld = v.ld();
   out.batch_stride = v.batch() > 1 ? v.batch_stride() : 0;
   out.scale = scale;
-  // The executor stores 64-row subtiles 128 bytes wide.
+  // The executor stores 64-row subtiles 128 bytes wide; an fp8 store_pairs, 64 bytes wide, unswizzled.
   out.map = sm90::make_tensor_map_3d(v.data, v.dtype, {v.cols(), v.rows(), v.batch()}, {v.ld(), v.batch_stride()},
                                      {uint32_t(128 / size_of(v.dtype)), 64}, argument);
+  if (size_of(v.dtype) == 1)
+    out.half_width_map = sm90::make_tensor_map_3d(v.data, v.dtype, {v.cols(), v.rows(), v.batch()},
+                                                  {v.ld(), v.batch_stride()}, {64, 64}, argument,
+                                                  sm90::TensorMapSwizzle::none);
   return out;
 }
 

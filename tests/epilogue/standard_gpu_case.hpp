@@ -12,6 +12,7 @@
 #include "coda/epilogue/launch.cuh"
 #include "coda/epilogue/parts.hpp"
 #include "coda/epilogue/programs/standard.hpp"
+#include "coda/epilogue/programs/swiglu.hpp"
 #include "coda/reference/gemm.hpp"
 #include "coda/reference/matrix.hpp"
 #include "support/device_tensor.hpp"
@@ -26,6 +27,7 @@ void run_on_cpu(const epilogue::Reductions& program, const ref::Matrix& accumula
 void run_on_cpu(const WideInput& program, const ref::Matrix& accumulators);
 void run_on_cpu(const ScaledOutputs& program, const ref::Matrix& accumulators);
 void run_on_cpu(const TypedAuxOutputs& program, const ref::Matrix& accumulators);
+void run_on_cpu(const epilogue::Swiglu& program, const ref::Matrix& accumulators);
 
 namespace standard_gpu {
 

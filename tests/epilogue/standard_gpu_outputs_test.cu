@@ -97,5 +97,25 @@ TEST(StandardProgramsGpu, LinearCombinationWithATypedPreActivation) {
   }
 }
 
+// store_pairs to a 1-byte output: 64 bytes per part row, through the TileOut's map of 64-byte boxes.
+// The library's SwiGLU program with O = silu(gate) up in e4m3 and e5m2.
+TEST(StandardProgramsGpu, Fp8PairOutputsMatchTheCpuExecutor) {
+  CODA_REQUIRE_HOPPER();
+  for (const DType fp8 : {DType::e4m3, DType::e5m2})
+    for (const Shape& s : kShapes) {
+      SCOPED_TRACE(::testing::Message() << name(fp8) << " O, M=" << s.m << " N=" << s.n << " K=" << s.k << ", "
+                                        << seed_note());
+      Case c(s);
+      DeviceTensor& out = c.output(fp8, s.m, s.n / 2);
+      const float scale = fp8 == DType::e4m3 ? 64.0f : 2.0f;
+      auto program = [&](bool gpu) {
+        epilogue::Swiglu p;
+        p.out = gpu ? device_out(out, scale) : host_out(c.expected_of(out), scale);
+        return p;
+      };
+      c.run_and_compare(program(true), program(false), OutputTypes<DType::e4m3, DType::e5m2>{});
+    }
+}
+
 }  // namespace
 }  // namespace coda::test

@@ -2,6 +2,7 @@
 // the programs' host-and-device call operators would call the host-only CPU tile from device code.
 #include "coda/epilogue/parts.hpp"
 #include "coda/epilogue/programs/standard.hpp"
+#include "coda/epilogue/programs/swiglu.hpp"
 #include "coda/reference/epilogue_executor.hpp"
 #include "gpu_test_programs.hpp"
 
@@ -20,5 +21,6 @@ void run_on_cpu(const epilogue::Reductions& p, const ref::Matrix& acc) { run(p, 
 void run_on_cpu(const WideInput& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const ScaledOutputs& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const TypedAuxOutputs& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::Swiglu& p, const ref::Matrix& acc) { run(p, acc); }
 
 }  // namespace coda::test

@@ -39,7 +39,10 @@ struct TileOut {
   int64_t ld = 0;
   int64_t batch_stride = 0;
   float scale = 1.0f;
-  CUtensorMap map{};  // GPU executor: filled by the op's host code
+  CUtensorMap map{};  // GPU executor: filled by tile_out()
+  // GPU executor, 1-byte outputs: store_pairs writes 64 bytes per part row, half the 128-byte box
+  // of `map`, through this map of 64-byte boxes (filled by tile_out() for fp8 outputs).
+  CUtensorMap half_width_map{};
 };
 
 /// A tile output whose type the program fixes (`Type`), where a TileOut's follows the launch (one

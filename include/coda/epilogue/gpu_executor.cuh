@@ -592,15 +592,19 @@ class GpuTile {
   template <Width W, DType T, class F>
   __device__ void store_as(const TileOut& out, F&& f) {
     constexpr int ElementBytes = int(size_of(T));
-    constexpr int kSubtileCols = 128 / ElementBytes;
+    // A pair output of 1-byte values has 64 bytes per part row, half a 128-byte box: it goes through
+    // 64-byte boxes (out.half_width_map), unswizzled; the rest through 128-byte swizzled ones.
+    constexpr bool kHalfBox = W == Width::half && ElementBytes == 1;
+    constexpr int kSubtileCols = (kHalfBox ? 64 : 128) / ElementBytes;
     constexpr int kChunks = Acc::kCols / 8;
     constexpr int kOutChunkCols = W == Width::full ? 8 : W == Width::half ? 4 : 16;  // output columns per chunk
     constexpr int kSubtilesPerBlock = (kChunks * kOutChunkCols + kSubtileCols - 1) / kSubtileCols;
-    // A TMA store writes whole boxes (kSubtileCols wide, the TileOut's map): a part's output rows
-    // must fill them, or the box's rest would overwrite the next part's columns.
-    static_assert((kChunks * kOutChunkCols) % kSubtileCols == 0,
-                  "this store's output rows are narrower than one 128-byte TMA box (store_pairs with a "
-                  "1-byte output type: 64 bytes per part row); write it as a 16- or 32-bit type");
+    // A TMA store writes whole boxes: a part's output rows must fill them, or the box's rest would
+    // overwrite the next part's columns.
+    static_assert((kChunks * kOutChunkCols) % kSubtileCols == 0, "a part's output rows must fill whole TMA boxes");
+    const auto staged_at = [](int r, int byte) {
+      return kHalfBox ? uint32_t(r * 64 + byte) : mainloop::swizzled_offset(r, byte);
+    };
     const int lane = t_.thread % 32, warp = t_.thread / 32;
     const int64_t out_col0 = W == Width::full ? t_.col0 : W == Width::half ? t_.col0 / 2 : 2 * int64_t(t_.col0);
     fresh_limits();
@@ -640,20 +644,20 @@ class GpuTile {
               const bool in0 = inside(b, i), in1 = inside(b, i + 1);
               if constexpr (W == Width::full) {  // output columns pc, pc + 1
                 const int oc = pc % kSubtileCols;
-                detail::put2<T>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                detail::put2<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale,
                                   in0 ? f(x0) : 0.0f, in1 ? f(x1) : 0.0f);
               } else if constexpr (W == Width::half) {  // output column pc / 2
                 const int oc = (pc / 2) % kSubtileCols;
                 Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
-                detail::put1<T>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                detail::put1<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale,
                                   in0 ? f(p) : 0.0f);
               } else {  // output columns 2 pc .. 2 pc + 3
                 const int oc = (2 * pc) % kSubtileCols;
                 const Values2 v0 = in0 ? f(x0) : Values2{0.0f, 0.0f};
                 const Values2 v1 = in1 ? f(x1) : Values2{0.0f, 0.0f};
-                detail::put2<T>(staging_address + mainloop::swizzled_offset(r, oc * ElementBytes), out.scale,
+                detail::put2<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale,
                                   v0.first, v0.second);
-                detail::put2<T>(staging_address + mainloop::swizzled_offset(r, (oc + 2) * ElementBytes), out.scale,
+                detail::put2<T>(staging_address + staged_at(r, (oc + 2) * ElementBytes), out.scale,
                                   v1.first, v1.second);
               }
             }
@@ -662,7 +666,8 @@ class GpuTile {
         sm90::fence_shared_to_async();
         sync();
         if (t_.thread == 0) {
-          sm90::tma_store(&out.map, staging, int32_t(out_col0 + sub * kSubtileCols), t_.row0 + 64 * b, t_.batch);
+          sm90::tma_store(kHalfBox ? &out.half_width_map : &out.map, staging, int32_t(out_col0 + sub * kSubtileCols),
+                          t_.row0 + 64 * b, t_.batch);
           sm90::tma_store_commit();
         }
         next_buffer_ = next_buffer_ + 1 == Buffers ? 0 : next_buffer_ + 1;

@@ -1,8 +1,8 @@
 // coda/arch/sm90/tensor_map.hpp: building TMA tensor maps on the host.
 //
 // A tensor map (CUtensorMap, 128 bytes) describes a global tensor and the box one TMA copy
-// moves. coda's maps are 3-D: (contiguous dim, row dim, batch) with a 128-byte-swizzled box of
-// (box_inner x box_outer x 1), the layout wgmma reads directly. The driver function that
+// moves. coda's maps are 3-D: (contiguous dim, row dim, batch) with a box of (box_inner x
+// box_outer x 1), 128-byte-swizzled (the layout wgmma reads directly) unless asked otherwise. The driver function that
 // encodes them is reached through the runtime's entry-point query, so libcoda does not link
 // libcuda.
 //
@@ -34,9 +34,14 @@ struct TensorMapBox {
   uint32_t outer;  // rows, <= 256
 };
 
-/// Encode a tiled, 128B-swizzled tensor map. Throws coda::InvalidArgument when the TMA unit
-/// cannot address the tensor (alignment, stride or size limits), naming `argument`.
+/// The box's layout in shared memory: 128B-swizzled (what wgmma reads, and conflict-free for the
+/// epilogue's stmatrix), or rows packed inner * element size bytes apart.
+enum class TensorMapSwizzle : uint8_t { bytes128, none };
+
+/// Encode a tiled tensor map, 128B-swizzled unless asked otherwise. Throws coda::InvalidArgument
+/// when the TMA unit cannot address the tensor (alignment, stride or size limits), naming `argument`.
 CUtensorMap make_tensor_map_3d(const void* base, DType dtype, TensorMapShape shape, TensorMapStrides strides,
-                               TensorMapBox box, const char* argument);
+                               TensorMapBox box, const char* argument,
+                               TensorMapSwizzle swizzle = TensorMapSwizzle::bytes128);
 
 }  // namespace coda::sm90
