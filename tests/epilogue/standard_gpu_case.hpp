@@ -106,10 +106,25 @@ inline epilogue::TileOut device_out(const DeviceTensor& t, float scale = 1.0f) {
 inline epilogue::TileOut host_out(HostTensor& t, float scale = 1.0f) { return {t.bytes.data(), t.view.dtype, t.view.ld(), 0, scale}; }
 inline epilogue::TileIn device_in(const DeviceTensor& t) { return epilogue::tile_in(t.view(), "in"); }
 inline epilogue::TileIn host_in(const DeviceTensor& t) { return {t.host.bytes.data(), t.host.view.dtype, t.host.view.ld(), 0}; }
+inline epilogue::RowVector device_row_vector(const DeviceTensor& t) { return epilogue::row_vector(t.vector_view(), "vector"); }
+inline epilogue::RowVector host_row_vector(const DeviceTensor& t) { return {t.host.bytes.data(), t.host.view.dtype}; }
 inline epilogue::Partials device_partials(const DeviceTensor& t) {
   return {static_cast<float*>(t.view().data), t.host.view.ld(), 1, 0};
 }
 inline epilogue::Partials host_partials(HostTensor& t) { return {reinterpret_cast<float*>(t.bytes.data()), t.view.ld(), 1, 0}; }
+
+// Bias + GELU's arguments in a LinearCombination(Of) `p`: column bias, GELU-tanh, D (scaled by
+// `out_scale` if fp8) and the pre-activation (a TileOut or a TileOutOf), for the GPU (device
+// descriptors) or the CPU executor (host ones, writing c's expected outputs).
+template <class Program>
+Program with_bias_gelu(Program p, bool gpu, Case& c, const DeviceTensor& column_bias, DeviceTensor& out,
+                       DeviceTensor& pre, float out_scale = 1.0f) {
+  p.column_bias = gpu ? device_row_vector(column_bias) : host_row_vector(column_bias);
+  p.activation.kind = epilogue::Activation::gelu_tanh;
+  p.out = gpu ? device_out(out, out_scale) : host_out(c.expected_of(out), out_scale);
+  p.pre_activation = {gpu ? device_out(pre) : host_out(c.expected_of(pre))};
+  return p;
+}
 
 }  // namespace standard_gpu
 }  // namespace coda::test

@@ -46,17 +46,10 @@ TEST(StandardProgramsGpu, LinearCombinationOnAnMMajorA) {
       column_bias.random();
       DeviceTensor& out = c.output(DType::bf16, s.m, s.n);
       DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
-      auto program = [&](bool gpu, auto p) {
-        p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
-                            : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
-        p.activation.kind = epilogue::Activation::gelu_tanh;
-        p.out = gpu ? device_out(out) : host_out(c.expected_of(out));
-        p.pre_activation = gpu ? device_out(pre) : host_out(c.expected_of(pre));
-        return p;
-      };
-      const epilogue::LinearCombination on_cpu = program(false, epilogue::LinearCombination{});
-      if (b_major == Major::k) c.run_and_compare(program(true, BiasGelu{}), on_cpu, OutputTypes<>{}, OperandMajors<Major::mn, Major::k>{});
-      else c.run_and_compare(program(true, BiasGelu{}), on_cpu, OutputTypes<>{}, OperandMajors<Major::mn, Major::mn>{});
+      const BiasGelu on_gpu = with_bias_gelu(BiasGelu{}, true, c, column_bias, out, pre);
+      const auto on_cpu = with_bias_gelu(epilogue::LinearCombination{}, false, c, column_bias, out, pre);
+      if (b_major == Major::k) c.run_and_compare(on_gpu, on_cpu, OutputTypes<>{}, OperandMajors<Major::mn, Major::k>{});
+      else c.run_and_compare(on_gpu, on_cpu, OutputTypes<>{}, OperandMajors<Major::mn, Major::mn>{});
     }
 }
 

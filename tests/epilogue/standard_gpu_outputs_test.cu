@@ -27,8 +27,7 @@ TEST(StandardProgramsGpu, OutputTypesMatchTheCpuExecutor) {
       DeviceTensor& amax = c.output(DType::f32, parts(s.m, kPartRows), parts(s.n, kPartCols));
       auto program = [&](bool gpu) {
         ScaledOutputs p;
-        p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
-                            : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
+        p.column_bias = gpu ? device_row_vector(column_bias) : host_row_vector(column_bias);
         p.out = gpu ? device_out(out, o.scale) : host_out(c.expected_of(out), o.scale);
         p.pre_activation = gpu ? device_out(pre, o.scale) : host_out(c.expected_of(pre), o.scale);
         p.amax = gpu ? device_partials(amax) : host_partials(c.expected_of(amax));
@@ -46,55 +45,41 @@ TEST(StandardProgramsGpu, OutputTypesMatchTheCpuExecutor) {
     }
 }
 
-// An e4m3 result with bf16 auxiliary outputs (TileOutOf<bf16>, full and half width) in one launch.
+// An e4m3 result with bf16 outputs beside it in one launch (TileOutOf<bf16>): a test program's
+// full- and half-width ones, then the standard set's bias + GELU with its pre-activation in bf16
+// (the terms fix its type) against the CPU executor's LinearCombination given the same tensors.
 TEST(StandardProgramsGpu, TypedOutputsBesideTheLaunchsType) {
-  CODA_REQUIRE_HOPPER();
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
-    Case c(s);
-    DeviceTensor column_bias(DType::f32, 1, s.n);
-    column_bias.random();
-    DeviceTensor& out = c.output(DType::e4m3, s.m, s.n);
-    DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
-    DeviceTensor& gated = c.output(DType::bf16, s.m, s.n / 2);
-    auto program = [&](bool gpu) {
-      TypedAuxOutputs p;
-      p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
-                          : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
-      p.out = gpu ? device_out(out, 8.0f) : host_out(c.expected_of(out), 8.0f);
-      p.pre_activation = {gpu ? device_out(pre) : host_out(c.expected_of(pre))};
-      p.gated = {gpu ? device_out(gated) : host_out(c.expected_of(gated))};
-      return p;
-    };
-    c.run_and_compare(program(true), program(false), OutputTypes<DType::e4m3>{});
-  }
-}
-
-// The standard set's bias + GELU with an e4m3 D and its pre-activation in bf16 (the terms fix the
-// pre-activation's type), against the CPU executor's LinearCombination given the same tensors.
-TEST(StandardProgramsGpu, LinearCombinationWithATypedPreActivation) {
   CODA_REQUIRE_HOPPER();
   using BiasGelu = epilogue::LinearCombinationOf<epilogue::LinearCombinationTerms{
       .column_bias = true, .pre_activation = true, .pre_activation_typed = true,
       .pre_activation_type = DType::bf16, .activation = epilogue::Activation::gelu_tanh}>;
   static_assert(std::is_same_v<decltype(BiasGelu::pre_activation), epilogue::TileOutOf<DType::bf16>>);
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
-    Case c(s);
-    DeviceTensor column_bias(DType::f32, 1, s.n);
-    column_bias.random();
-    DeviceTensor& out = c.output(DType::e4m3, s.m, s.n);
-    DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
-    auto program = [&](bool gpu, auto p) {
-      p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
-                          : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
-      p.activation.kind = epilogue::Activation::gelu_tanh;
-      p.out = gpu ? device_out(out, 16.0f) : host_out(c.expected_of(out), 16.0f);
-      p.pre_activation = {gpu ? device_out(pre) : host_out(c.expected_of(pre))};
-      return p;
-    };
-    c.run_and_compare(program(true, BiasGelu{}), program(false, epilogue::LinearCombination{}), OutputTypes<DType::e4m3>{});
-  }
+  for (const bool standard_set : {false, true})
+    for (const Shape& s : kShapes) {
+      SCOPED_TRACE(::testing::Message() << (standard_set ? "LinearCombinationOf" : "TypedAuxOutputs") << ", M=" << s.m
+                                        << " N=" << s.n << " K=" << s.k << ", " << seed_note());
+      Case c(s);
+      DeviceTensor column_bias(DType::f32, 1, s.n);
+      column_bias.random();
+      DeviceTensor& out = c.output(DType::e4m3, s.m, s.n);
+      DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
+      if (standard_set) {
+        c.run_and_compare(with_bias_gelu(BiasGelu{}, true, c, column_bias, out, pre, 16.0f),
+                          with_bias_gelu(epilogue::LinearCombination{}, false, c, column_bias, out, pre, 16.0f),
+                          OutputTypes<DType::e4m3>{});
+        continue;
+      }
+      DeviceTensor& gated = c.output(DType::bf16, s.m, s.n / 2);
+      auto program = [&](bool gpu) {
+        TypedAuxOutputs p;
+        p.column_bias = gpu ? device_row_vector(column_bias) : host_row_vector(column_bias);
+        p.out = gpu ? device_out(out, 8.0f) : host_out(c.expected_of(out), 8.0f);
+        p.pre_activation = {gpu ? device_out(pre) : host_out(c.expected_of(pre))};
+        p.gated = {gpu ? device_out(gated) : host_out(c.expected_of(gated))};
+        return p;
+      };
+      c.run_and_compare(program(true), program(false), OutputTypes<DType::e4m3>{});
+    }
 }
 
 // store_pairs to a 1-byte output: 64 bytes per part row, through the TileOut's map of 64-byte boxes.

@@ -42,12 +42,7 @@ TEST(StandardProgramsGpu, LinearCombinationMatchesTheCpuExecutor) {
                            : epilogue::ColumnVector{row_bias.host.bytes.data(), DType::bf16, 0};
           p.amax = gpu ? device_partials(*amax) : host_partials(c.expected_of(*amax));
         }
-        p.column_bias = gpu ? epilogue::row_vector(column_bias.vector_view(), "column_bias")
-                            : epilogue::RowVector{column_bias.host.bytes.data(), DType::f32};
-        p.activation.kind = epilogue::Activation::gelu_tanh;
-        p.out = gpu ? device_out(out) : host_out(c.expected_of(out));
-        p.pre_activation = gpu ? device_out(pre) : host_out(c.expected_of(pre));
-        return p;
+        return with_bias_gelu(p, gpu, c, column_bias, out, pre);
       };
       const epilogue::LinearCombination on_cpu = program(false, epilogue::LinearCombination{});
       if (every_term) c.run_and_compare(program(true, epilogue::LinearCombination{}), on_cpu);
