@@ -54,7 +54,6 @@ struct TileOutOf : TileOut {
   static_assert(Type == DType::bf16 || Type == DType::f16 || Type == DType::f32 || Type == DType::e4m3 ||
                     Type == DType::e5m2,
                 "tile outputs are bf16, f16, f32, e4m3 or e5m2");
-  static constexpr DType kType = Type;
 };
 
 /// One value per output column (bias, RMSNorm weight): `data[col]`.

@@ -587,8 +587,9 @@ class GpuTile {
     return reinterpret_cast<State*>(&staging_[0][0]);
   }
 
-  // Every output subtile (64 rows x 128 bytes) of the part, in order: accumulator chunk j (eight
-  // columns) lands in exactly one output subtile, decided at compile time from its width.
+  // Every output subtile (64 rows x 128 bytes; 64 bytes for a 1-byte pair output) of the part, in
+  // order: accumulator chunk j (eight columns) lands in exactly one output subtile, decided at
+  // compile time from its width.
   template <Width W, DType T, class F>
   __device__ void store_as(const TileOut& out, F&& f) {
     constexpr int ElementBytes = int(size_of(T));
@@ -645,20 +646,20 @@ class GpuTile {
               if constexpr (W == Width::full) {  // output columns pc, pc + 1
                 const int oc = pc % kSubtileCols;
                 detail::put2<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale,
-                                  in0 ? f(x0) : 0.0f, in1 ? f(x1) : 0.0f);
+                                in0 ? f(x0) : 0.0f, in1 ? f(x1) : 0.0f);
               } else if constexpr (W == Width::half) {  // output column pc / 2
                 const int oc = (pc / 2) % kSubtileCols;
                 Pair p{acc_.value[b][i], acc_.value[b][i + 1], row(b, i), col(i), t_.batch};
                 detail::put1<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale,
-                                  in0 ? f(p) : 0.0f);
+                                in0 ? f(p) : 0.0f);
               } else {  // output columns 2 pc .. 2 pc + 3
                 const int oc = (2 * pc) % kSubtileCols;
                 const Values2 v0 = in0 ? f(x0) : Values2{0.0f, 0.0f};
                 const Values2 v1 = in1 ? f(x1) : Values2{0.0f, 0.0f};
                 detail::put2<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale,
-                                  v0.first, v0.second);
+                                v0.first, v0.second);
                 detail::put2<T>(staging_address + staged_at(r, (oc + 2) * ElementBytes), out.scale,
-                                  v1.first, v1.second);
+                                v1.first, v1.second);
               }
             }
           }

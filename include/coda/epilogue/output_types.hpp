@@ -6,8 +6,9 @@
 //
 // The GPU executor's output type is a template parameter of the kernel (gpu_executor.cuh), so
 // a launch builds one kernel per type it may write, and every TileOut of one launch must share
-// it; a TileOutOf<T> (arguments.hpp) is written in its own T. A program's stores depend only on its arguments (which outputs are set), never on the data
-// (program.hpp), so one run on the recorder finds exactly the stores every part makes.
+// it; a TileOutOf<T> (arguments.hpp) is written in its own T. A program's stores depend only on
+// its arguments (which outputs are set), never on the data (program.hpp), so one run on the
+// recorder finds exactly the stores every part makes.
 #pragma once
 
 #include <cstdint>

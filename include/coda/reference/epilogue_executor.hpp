@@ -67,7 +67,8 @@ class CpuTile {
     map_pairs([&](epilogue::Pair& p) {
       const int32_t index = load_index(tables.index, p), entry = tables.period.remainder(p.col) / 2;
       const bool known = index >= 0 && index < rows;
-      f(p, epilogue::Values2{known ? load(tables.first, index, entry) : NAN, known ? load(tables.second, index, entry) : NAN});
+      f(p, epilogue::Values2{known ? load(tables.first, index, entry) : NAN,
+                             known ? load(tables.second, index, entry) : NAN});
     });
   }
 

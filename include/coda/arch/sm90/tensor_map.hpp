@@ -2,9 +2,9 @@
 //
 // A tensor map (CUtensorMap, 128 bytes) describes a global tensor and the box one TMA copy
 // moves. coda's maps are 3-D: (contiguous dim, row dim, batch) with a box of (box_inner x
-// box_outer x 1), 128-byte-swizzled (the layout wgmma reads directly) unless asked otherwise. The driver function that
-// encodes them is reached through the runtime's entry-point query, so libcoda does not link
-// libcuda.
+// box_outer x 1), 128-byte-swizzled (the layout wgmma reads directly) unless asked otherwise.
+// The driver function that encodes them is reached through the runtime's entry-point query, so
+// libcoda does not link libcuda.
 //
 //   CUtensorMap map = coda::sm90::make_tensor_map_3d(ptr, DType::bf16, {K, M, L}, {lda, M * lda},
 //                                                   {64, 128});

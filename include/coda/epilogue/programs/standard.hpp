@@ -91,7 +91,7 @@ struct LinearCombinationTerms {
   bool column_bias = false;     // + bias[n]
   bool row_bias = false;        // + bias[m]
   bool pre_activation = false;  // also store act's input
-  // ... in pre_activation_type whatever type the launch writes `out` in (a TileOutOf, arguments.hpp):
+  // store it in pre_activation_type (a TileOutOf member, arguments.hpp), not in the launch's type:
   // an fp8 D with a bf16 pre-activation for the backward, in one launch
   bool pre_activation_typed = false;
   DType pre_activation_type = DType::bf16;
