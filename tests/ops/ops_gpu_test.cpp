@@ -287,21 +287,34 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
   }
 }
 
+// A row whose position is outside the cache gets NaN in every rotated column and nothing else does:
+// in parts at the problem's edge (M = 4: per-pair table reads) and inside it (M = 256: quad reads).
 TEST(OpsGpu, RopePositionOutsideTheCacheGivesNaN) {
   CODA_REQUIRE_HOPPER();
-  const int head_dim = 64, max_pos = 16;
+  const int head_dim = 64, max_pos = 16, heads = 4, rotated = 3;  // the last head passes through
   const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
   DeviceTensor cos = float_matrix(cache.cos), sin = float_matrix(cache.sin);
-  DeviceTensor x(DType::bf16, 4, 64), w(DType::bf16, 128, 64), out(DType::bf16, 4, 128);
-  x.random();
-  w.random();
-  DeviceTensor pos = int_vector({0, max_pos, 3, -1});
-  ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(), sin.view(), head_dim, 1, out.view());
-  CODA_CUDA_CHECK(cudaDeviceSynchronize());
-  const ref::Matrix got = out.download().host.matrix();
-  EXPECT_TRUE(std::isfinite(got(0, 0)) && std::isfinite(got(2, 5)));
-  EXPECT_TRUE(std::isnan(got(1, 0)) && std::isnan(got(3, 63)));
-  EXPECT_TRUE(std::isfinite(got(1, 64)));  // the second head is not rotated
+  for (const int64_t m : {4, 256}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << m);
+    DeviceTensor x(DType::bf16, m, 64), w(DType::bf16, heads * head_dim, 64), out(DType::bf16, m, heads * head_dim);
+    x.random();
+    w.random();
+    out.poison();
+    std::vector<int32_t> positions(static_cast<std::size_t>(m));
+    for (int32_t r = 0; r < int32_t(m); ++r) positions[std::size_t(r)] = r % 3 == 1 ? max_pos + r : r % 5 == 3 ? -r : r % max_pos;
+    DeviceTensor pos = int_vector(positions);
+    ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(), sin.view(), head_dim, rotated, out.view());
+    CODA_CUDA_CHECK(cudaDeviceSynchronize());
+    const ref::Matrix got = out.download().host.matrix();
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < m; ++r) {
+      const int32_t p = positions[std::size_t(r)];
+      const bool outside = p < 0 || p >= max_pos;
+      for (int64_t c = 0; c < heads * head_dim; ++c)
+        wrong += std::isnan(got(r, c)) != (outside && c < rotated * head_dim) ? 1 : 0;
+    }
+    EXPECT_EQ(wrong, 0);
+  }
 }
 
 TEST(OpsGpu, CrossEntropyMatchesReferenceForEveryOption) {
