@@ -9,11 +9,13 @@
 //   - its members describe the tensors it reads and writes besides the accumulators
 //     (coda/epilogue/arguments.hpp): TileIn / TileOut (M x N inputs and outputs, any layout
 //     through ld and batch_stride), RowVector (one value per column, a bias), ColumnVector (one
-//     value per row, a scale), Partials (per-part reductions) and Table; plain members (floats,
-//     flags) travel with it too;
+//     value per row, a scale), Partials (per-part reductions), Table and PairTables (two tables
+//     read along a row's column pairs at a row picked per output row: RoPE's cos/sin), and
+//     TileOutOf<T> (an output always written in T); plain members (floats, flags) travel too;
 //   - its call operator, templated on the executor's Tile, says what to do with one part of a
 //     tile through the primitives of `t` (coda/epilogue/program.hpp lists them all): maps
-//     (t.map, t.map_pairs), loads (t.load of a TileIn, RowVector, ColumnVector or Table), stores
+//     (t.map, t.map_pairs, t.map_pairs with PairTables), loads (t.load of a TileIn, RowVector,
+//     ColumnVector or Table), stores
 //     (t.store, t.store_pairs at half width, t.store_wide at double width) and reductions
 //     (t.row_reduce, t.column_reduce, t.reduce with a monoid from coda/epilogue/monoids.hpp);
 //   - if it reads TileIns, a `tile_inputs` member that lists them: the GPU executor fetches them
@@ -37,7 +39,11 @@
 //     for the device too (gemm_program also runs it once on the host, on a tile that only
 //     records which outputs it stores). Tile outputs are written in the operands' type unless
 //     the call names others: gemm_program(a, b, program, stream, {}, OutputTypes<DType::e4m3>{})
-//     builds an e4m3 kernel too (every TileOut of one launch has the same type).
+//     builds an e4m3 kernel too (every TileOut of one launch has the same type; a TileOutOf<T>
+//     member is written in T, so an e4m3 D can come with a bf16 auxiliary output). Operands are
+//     K-major (X W^T) unless the call names other majors, one kernel per pair: a data gradient's
+//     weight is N-major, gemm_program(dy, w, program, stream, {}, OutputTypes<>{},
+//     OperandMajors<Major::k, Major::mn>{}).
 //
 // Before writing one, look at the ready ones: coda/epilogue/programs/ holds the fused ops' programs
 // and the standard set (standard.hpp), e.g. bias + GELU with its pre-activation for the backward,
