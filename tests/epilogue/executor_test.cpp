@@ -394,10 +394,8 @@ TEST_P(EpilogueExecutor, PairTablesReadTheIndexedRowAlongEachPeriod) {
     for (int64_t r = 0; r < m; ++r) v.push_back(double(uniform_int(-2, int(rows) + 1)));  // some outside
   const HostTensor indices = column_vector_of(DType::i32, index_values);
   HostTensor out = poisoned_output(DType::f32, m, n, batch);
-  const auto table = [](const HostTensor& t) {
-    return epilogue::Table{static_cast<const float*>(t.view.data), int32_t(t.view.ld()), int32_t(t.view.rows())};
-  };
-  run_batches(CopyPairTables{{column_vector(indices), table(first), table(second), Divisor(int32_t(period))},
+  run_batches(CopyPairTables{{column_vector(indices), epilogue::table(first.view, "first"),
+                              epilogue::table(second.view, "second"), Divisor(int32_t(period))},
                              tile_out(out)},
               acc, part());
   const ref::Matrix first_values = first.matrix(), second_values = second.matrix();

@@ -93,7 +93,7 @@ TEST(OutputType, EachRefusalNamesTheStoreAndTheRule) {
   refused(linear, {DType::e4m3}, {"tile output of store 2", "is e4m3 but store 1 writes bf16", "one type"});
 }
 
-// A TileOutOf<T> is written in T whatever the launch writes its TileOuts in: an e4m3 result and a
+// A TileOutOf<T> is written in T whatever the launch writes its TileOuts in: an fp8 result and a
 // bf16 auxiliary output in one launch. Stores are numbered over both kinds.
 struct ResultAndTypedAux {
   epilogue::TileOutOf<DType::bf16> aux;

@@ -203,15 +203,9 @@ DeviceTensor int_vector(const std::vector<int32_t>& values) {
   return t;
 }
 
-DeviceTensor float_matrix(const ref::Matrix& m) {
-  DeviceTensor t(DType::f32, m.rows, m.cols, m.cols);
-  ref::store(m, t.host.view);
-  t.upload();
-  return t;
-}
-
-// A cos or sin cache whose rows are `ld` floats apart and whose first entry is `offset` floats into
-// its allocation: rows that are not 16-byte aligned take the GPU executor's per-pair loads.
+// A cos or sin cache on the device whose rows are `ld` floats apart and whose first entry is
+// `offset` floats into its allocation (packed: ld = its columns, offset 0). Rows that are not
+// 16-byte aligned take the GPU executor's per-pair loads.
 struct CacheTable {
   DeviceTensor t;
   int64_t offset;
@@ -293,7 +287,7 @@ TEST(OpsGpu, RopePositionOutsideTheCacheGivesNaN) {
   CODA_REQUIRE_HOPPER();
   const int head_dim = 64, max_pos = 16, heads = 4, rotated = 3;  // the last head passes through
   const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
-  DeviceTensor cos = float_matrix(cache.cos), sin = float_matrix(cache.sin);
+  const CacheTable cos(cache.cos, head_dim / 2, 0), sin(cache.sin, head_dim / 2, 0);
   for (const int64_t m : {4, 256}) {
     SCOPED_TRACE(::testing::Message() << "M=" << m);
     DeviceTensor x(DType::bf16, m, 64), w(DType::bf16, heads * head_dim, 64), out(DType::bf16, m, heads * head_dim);
@@ -303,7 +297,8 @@ TEST(OpsGpu, RopePositionOutsideTheCacheGivesNaN) {
     std::vector<int32_t> positions(static_cast<std::size_t>(m));
     for (int32_t r = 0; r < int32_t(m); ++r) positions[std::size_t(r)] = r % 3 == 1 ? max_pos + r : r % 5 == 3 ? -r : r % max_pos;
     DeviceTensor pos = int_vector(positions);
-    ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(), sin.view(), head_dim, rotated, out.view());
+    ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(head_dim / 2), sin.view(head_dim / 2), head_dim, rotated,
+                   out.view());
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
     const ref::Matrix got = out.download().host.matrix();
     int64_t wrong = 0;
