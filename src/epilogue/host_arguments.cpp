@@ -23,6 +23,16 @@ void check_vector(const TensorView& v, const char* argument, int max_rank, std::
   check.throw_if_error();
 }
 
+// Slots of `words` fp32 words each, side by side along a row of the view.
+void check_partials(const TensorView& v, const char* argument, int words) {
+  check_tile(v, argument, {DType::f32});
+  ArgumentCheck check(kFunction);
+  check.require(words >= 1, argument, concat("has ", words, " words per slot: at least 1"))
+      .require(words < 1 || v.cols() % words == 0, argument,
+               concat("has ", v.cols(), " columns: not a whole number of slots of ", words, " words"));
+  check.throw_if_error();
+}
+
 }  // namespace
 
 void check_operand_majors(Major a, Major b, Major built_a, Major built_b, const char* function) {
@@ -80,14 +90,14 @@ ColumnVector column_vector(const TensorView& v, const char* argument) {
   return {v.data, v.dtype, v.rank == 2 ? v.stride[0] : 0};
 }
 
-Partials row_partials(const TensorView& v, const char* argument) {
-  check_tile(v, argument, {DType::f32});
-  return {static_cast<float*>(v.data), v.ld(), 1, v.batch() > 1 ? v.batch_stride() : 0};
+Partials row_partials(const TensorView& v, const char* argument, int words) {
+  check_partials(v, argument, words);
+  return {static_cast<float*>(v.data), v.ld(), words, v.batch() > 1 ? v.batch_stride() : 0};
 }
 
-Partials column_partials(const TensorView& v, const char* argument) {
-  check_tile(v, argument, {DType::f32});
-  return {static_cast<float*>(v.data), v.ld(), 1, v.batch() > 1 ? v.batch_stride() : 0};
+Partials column_partials(const TensorView& v, const char* argument, int words) {
+  check_partials(v, argument, words);
+  return {static_cast<float*>(v.data), v.ld(), words, v.batch() > 1 ? v.batch_stride() : 0};
 }
 
 Partials per_row(const TensorView& v, const char* argument) {

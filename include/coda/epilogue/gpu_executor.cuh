@@ -32,7 +32,8 @@
 //                        the H200 that beat issuing them in batches of 32 values, residual +
 //                        RMSNorm 1.40 -> 1.32 of the GEMM, with no spills at 128 x 128 parts)
 //   row_reduce           fold over the thread's values of a row, then two quad shuffles (the four
-//                        lanes sharing a row); one lane per row writes
+//                        lanes sharing a row); one lane per row writes (a multi-word state, a
+//                        running top-k, is shuffled word by word)
 //   column_reduce        fold over the thread's two rows per 64-row block, shuffles across the
 //                        eight lanes sharing a column, then shared memory across the four warps
 //   reduce               warp shuffles, then shared memory across the four warps
@@ -349,8 +350,7 @@ class GpuTile {
         s = Monoid::combine(s, detail::shuffle_xor(s, 2));
         const int32_t r = row(b, 2 * half);
         if (lane % 4 == 0 && r < t_.problem_m && Monoid::present(s))
-          out.data[t_.batch * out.batch_stride + int64_t(r) * out.row_stride + part_n() * out.tile_stride] =
-              Monoid::finish(s);
+          write_partial<Monoid>(out.data + (t_.batch * out.batch_stride + int64_t(r) * out.row_stride + part_n() * out.tile_stride), s);
       }
   }
 
@@ -384,8 +384,7 @@ class GpuTile {
       for (int w = 1; w < 4; ++w) s = Monoid::combine(s, scratch[w * Acc::kCols + c]);
       const int32_t column = t_.col0 + c;
       if (column < t_.problem_n && Monoid::present(s))
-        out.data[t_.batch * out.batch_stride + part_m() * out.row_stride + int64_t(column) * out.tile_stride] =
-            Monoid::finish(s);
+        write_partial<Monoid>(out.data + (t_.batch * out.batch_stride + part_m() * out.row_stride + int64_t(column) * out.tile_stride), s);
     }
     sync();  // the scratch is staging space again
   }
@@ -406,8 +405,7 @@ class GpuTile {
 #pragma unroll
       for (int w = 1; w < 4; ++w) all = Monoid::combine(all, scratch[w]);
       if (Monoid::present(all))
-        out.data[t_.batch * out.batch_stride + part_m() * out.row_stride + part_n() * out.tile_stride] =
-            Monoid::finish(all);
+        write_partial<Monoid>(out.data + (t_.batch * out.batch_stride + part_m() * out.row_stride + part_n() * out.tile_stride), all);
     }
     sync();
   }

@@ -29,10 +29,13 @@ TileOut tile_out(const TensorView& view, const char* argument, float scale = 1.0
 RowVector row_vector(const TensorView& view, const char* argument);
 /// A length-M vector, or batch x M (f32, bf16, f16 or i32).
 ColumnVector column_vector(const TensorView& view, const char* argument);
-/// fp32 partials, rows x parts (x batch), row-major: value(row, part) at [row * ld + part].
-Partials row_partials(const TensorView& view, const char* argument);
-/// fp32 partials, parts x columns (x batch): value(part, col) at [part * ld + col].
-Partials column_partials(const TensorView& view, const char* argument);
+/// fp32 partials, rows x parts (x batch), row-major: value(row, part) at [row * ld + part]. A
+/// monoid of several words per result (TopK: kWords) takes `words` per slot: rows x (parts * words),
+/// value(row, part) at [row * ld + part * words] onwards.
+Partials row_partials(const TensorView& view, const char* argument, int words = 1);
+/// fp32 partials, parts x columns (x batch): value(part, col) at [part * ld + col] (with `words`
+/// per slot: parts x (columns * words), at [part * ld + col * words] onwards).
+Partials column_partials(const TensorView& view, const char* argument, int words = 1);
 /// One fp32 value per row (a row reduction only one part writes): [row].
 Partials per_row(const TensorView& view, const char* argument);
 /// An fp32 table, rows x columns.

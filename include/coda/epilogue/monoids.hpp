@@ -3,6 +3,8 @@
 // A monoid has a State, an identity, `lift` (one value -> State), an associative `combine`,
 // `finish` (State -> the value written) and `present` (whether a tile writes its result at all);
 // optionally `fold` (an array of values -> State at once, where that is cheaper than combining).
+// A result of several words (TopK: values and indices) has `kWords` and `write` (State -> the
+// partial slot's words) instead of `finish`, and no `lift`: its f returns States.
 // Executors fold a tile's elements in any order and shape they like (per thread, across a quad,
 // across warps, across the subtiles of a tile): associativity is all the program may assume, so
 // the GPU and CPU executors agree up to fp32 rounding order.
@@ -10,9 +12,12 @@
 //   t.row_reduce(sum_squares, Sum{}, [](const auto& x) { return x.value * x.value; });
 //   t.row_reduce(lse_parts, LogSumExp{}, [](const auto& x) { return x.value; });  // online max/sum-exp
 //   t.row_reduce(target_logit, Pick{}, [&](const auto& x) { return Pick::State{x.value, x.col == target}; });
+//   t.row_reduce(top4, TopK<4>{}, [](const auto& x) { return TopK<4>::one(x.value, x.col); });  // running top-k
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "coda/core/host_device.hpp"
@@ -102,9 +107,89 @@ struct Pick {
   CODA_HD static bool present(State s) { return s.found; }
 };
 
+/// Running top-k: the K largest values with their indices (a column, for a row reduction), best
+/// first; equal values go to the lower index first and NaN is never kept (the MoE routing rules,
+/// coda/reference/moe.hpp). f returns `TopK<K>::one(value, index)`. Entries nothing filled hold
+/// index -1 (value -inf): a part's row with fewer than K non-NaN values. A partial is K values
+/// then the K indices (int32 bit patterns): 2K words, `kWords`, so its Partials need
+/// tile_stride >= 2K (row_partials(view, name, TopK<K>::kWords)).
+///
+///   t.row_reduce(top4, TopK<4>{}, [](const auto& x) { return TopK<4>::one(x.value, x.col); });
+template <int K>
+struct TopK {
+  static_assert(K >= 1 && K <= 16, "top-k keeps 1 to 16 entries");
+  struct State {
+    float value[K];
+    int32_t index[K];
+  };
+  static constexpr int kWords = 2 * K;
+
+  CODA_HD static State identity() {
+    State s;
+    for (int j = 0; j < K; ++j) {
+      s.value[j] = -INFINITY;
+      s.index[j] = -1;
+    }
+    return s;
+  }
+  /// One candidate; a NaN value none.
+  CODA_HD static State one(float value, int32_t index) {
+    State s = identity();
+    if (value == value) {
+      s.value[0] = value;
+      s.index[0] = index;
+    }
+    return s;
+  }
+  /// b's entries go into a one by one, empty ones skipped (a candidate from one() costs one
+  /// insertion: the compiler sees its other entries empty). No early exit: a loop with one is not
+  /// unrolled, and its run-time entry index put the states in local memory (1.7 KB of spills).
+  CODA_HD static State combine(State a, const State& b) {
+    for (int j = 0; j < K; ++j)
+      if (b.index[j] >= 0) insert(a, b.value[j], b.index[j]);
+    return a;
+  }
+  CODA_HD static bool present(const State&) { return true; }
+  CODA_HD static void write(const State& s, float* slot) {
+    for (int j = 0; j < K; ++j) {
+      slot[j] = s.value[j];
+      int32_t index = s.index[j];
+      memcpy(&slot[K + j], &index, sizeof(index));
+    }
+  }
+
+ private:
+  // Whether (value, index) ranks before entry j of s: larger, or equal with a lower index; every
+  // real entry ranks before an empty one.
+  CODA_HD static bool before(float value, int32_t index, const State& s, int j) {
+    return s.index[j] < 0 || value > s.value[j] || (value == s.value[j] && index < s.index[j]);
+  }
+  // Insertion into a sorted list with register-resident entries (no run-time indexing): entry j
+  // becomes the candidate where it ranks before j but not before j - 1, entry j - 1 where it ranks
+  // before both, and stays where it ranks after j. The last entry falls off.
+  CODA_HD static void insert(State& s, float value, int32_t index) {
+    bool ahead[K];
+    for (int j = 0; j < K; ++j) ahead[j] = before(value, index, s, j);
+    for (int j = K - 1; j >= 0; --j) {
+      if (!ahead[j]) continue;
+      const bool shift = j > 0 && ahead[j - 1];
+      s.value[j] = shift ? s.value[j - 1] : value;
+      s.index[j] = shift ? s.index[j - 1] : index;
+    }
+  }
+};
+
 }  // namespace coda::epilogue
 
 namespace coda::epilogue {
+
+/// A reduction's result written to its partial slot: one word (finish), or a multi-word monoid's
+/// kWords consecutive words (write).
+template <class Monoid>
+CODA_HD void write_partial(float* slot, const typename Monoid::State& s) {
+  if constexpr (requires { Monoid::kWords; }) Monoid::write(s, slot);
+  else *slot = Monoid::finish(s);
+}
 
 /// What a reduction's `f` returned, as the monoid's State: a State as is, anything else lifted.
 template <class Monoid, class Value>

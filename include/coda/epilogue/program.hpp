@@ -50,7 +50,11 @@
 //     t.reduce(Partials, Monoid, f)         fold f(x) over the whole part: one value
 //     f returns a float (lifted by the monoid) or the monoid's State (monoids.hpp).
 //  5. stateful transforms: a monoid's State carries state across the part (online max/sum-exp,
-//     pick-one); executors fold it across threads, warps and subtiles as they see fit.
+//     pick-one, running top-k); executors fold it across threads, warps and subtiles as they see
+//     fit. A running top-k keeps each row's K best (value, column) of the part, written as 2K words
+//     per partial slot (TopK, monoids.hpp; row_partials(view, name, TopK<K>::kWords)):
+//
+//       t.row_reduce(top4, TopK<4>{}, [](const Element& x) { return TopK<4>::one(x.value, x.col); });
 //
 // A program that reads tile inputs lists them in `tile_inputs`: the GPU executor reads them as the
 // operands' 16-bit type, and launch_program checks that they are; the CPU executor refuses a

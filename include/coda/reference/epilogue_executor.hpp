@@ -150,7 +150,7 @@ class CpuTile {
         epilogue::Element x{value(r, c), row(r), col(c), batch_};
         s = Monoid::combine(s, epilogue::as_state<Monoid>(f(x)));
       }
-      if (Monoid::present(s)) partial(out, row(r), tile_n_) = Monoid::finish(s);
+      if (Monoid::present(s)) epilogue::write_partial<Monoid>(&partial(out, row(r), tile_n_), s);
     }
   }
 
@@ -162,7 +162,7 @@ class CpuTile {
         epilogue::Element x{value(r, c), row(r), col(c), batch_};
         s = Monoid::combine(s, epilogue::as_state<Monoid>(f(x)));
       }
-      if (Monoid::present(s)) partial(out, tile_m_, col(c)) = Monoid::finish(s);
+      if (Monoid::present(s)) epilogue::write_partial<Monoid>(&partial(out, tile_m_, col(c)), s);
     }
   }
 
@@ -170,7 +170,7 @@ class CpuTile {
   void reduce(const epilogue::Partials& out, Monoid, F&& f) {
     typename Monoid::State s = Monoid::identity();
     map([&](epilogue::Element& x) { s = Monoid::combine(s, epilogue::as_state<Monoid>(f(x))); });
-    if (Monoid::present(s)) partial(out, tile_m_, tile_n_) = Monoid::finish(s);
+    if (Monoid::present(s)) epilogue::write_partial<Monoid>(&partial(out, tile_m_, tile_n_), s);
   }
 
   /// The tile inputs the program lists in tile_inputs() (program.hpp): the GPU executor validates
