@@ -29,27 +29,32 @@ struct Row {
   std::string op, shape;
   double flops;
   double fused_ms, gemm_ms, cublas_ms, unfused_ms, torch_compile_ms;
+  double pingpong_ms;  // coda's GEMM on the ping-pong tile, the mainloop the fused ops run on
 };
 
-// Times the fused op, our GEMM of the same shape, cuBLAS, and the unfused sequence (cuBLAS plus
-// `rest`), side by side (alternating rounds) on the same buffers.
+// Times the fused op, our GEMM of the same shape (its default tile, and the ping-pong tile the
+// fused ops run on), cuBLAS, and the unfused sequence (cuBLAS plus `rest`), side by side
+// (alternating rounds) on the same buffers.
 Row measure(const std::string& op, const std::string& shape, const TensorView& x, const TensorView& w,
             const std::function<void(int)>& fused, const std::function<void(const TensorView& y)>& rest,
             double torch_compile_ms, CublasGemm& cublas, Arena& arena, cudaStream_t stream) {
   const TensorView y = arena.matrix(x.dtype, x.rows(), w.rows(), stream, false);
-  Row r{op, shape, 2.0 * double(x.rows()) * double(w.rows()) * double(x.cols()), 0, 0, 0, 0, torch_compile_ms};
+  Row r{op, shape, 2.0 * double(x.rows()) * double(w.rows()) * double(x.cols()), 0, 0, 0, 0, torch_compile_ms, 0};
+  const GemmOptions pingpong{.tile = GemmTile::pingpong_m128n128};
   const std::vector<Timing> t = time_side_by_side(
       {fused, [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); },
        [&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); },
        [&](int) {
          cublas.run({x, Major::k}, {w, Major::k}, y);
          rest(y);
-       }},
+       },
+       [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream, pingpong); }},
       stream);
   r.fused_ms = t[0].median_ms;
   r.gemm_ms = t[1].median_ms;
   r.cublas_ms = t[2].median_ms;
   r.unfused_ms = t[3].median_ms;
+  r.pingpong_ms = t[4].median_ms;
   return r;
 }
 
@@ -134,23 +139,26 @@ int ops_benchmark(int argc, char** argv) {
         7.49, cublas, arena, stream));
   }
 
-  std::printf("coda bench ops: %s, bf16, median of CUDA-graph replays; fused vs coda GEMM alone (same shape), "
-              "cuBLAS alone, cuBLAS + plain CUDA kernels, torch.compile (PERFORMANCE.md, H200)\n",
+  std::printf("coda bench ops: %s, bf16, median of CUDA-graph replays; fused vs coda GEMM alone (same shape, its "
+              "default tile), cuBLAS alone, cuBLAS + plain CUDA kernels, torch.compile (PERFORMANCE.md, H200), and coda "
+              "GEMM on the ping-pong tile the fused ops use\n",
               current_device().name.c_str());
-  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s\n", "op", "shape", "fused ms", "GEMM ms", "fused/", "cuBLAS",
-              "unfused", "compile", "TF/s");
-  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s\n", "", "", "", "(coda)", "GEMM", "ms", "ms", "ms", "fused");
+  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s\n", "op", "shape", "fused ms", "GEMM ms", "fused/", "cuBLAS",
+              "unfused", "compile", "TF/s", "ping-pong", "fused/");
+  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s\n", "", "", "", "(coda)", "GEMM", "ms", "ms", "ms", "fused",
+              "GEMM ms", "pp");
   std::ofstream f(json);
   f << "{\n  \"device\": \"" << current_device().name << "\",\n  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("%-22s %-24s %9.4f %9.4f %7.3f %9.4f %9.4f %9s %8.1f\n", r.op.c_str(), r.shape.c_str(), r.fused_ms,
-                r.gemm_ms, r.fused_ms / r.gemm_ms, r.cublas_ms, r.unfused_ms,
+    std::printf("%-22s %-24s %9.4f %9.4f %7.3f %9.4f %9.4f %9s %8.1f %9.4f %7.3f\n", r.op.c_str(), r.shape.c_str(),
+                r.fused_ms, r.gemm_ms, r.fused_ms / r.gemm_ms, r.cublas_ms, r.unfused_ms,
                 r.torch_compile_ms > 0 ? std::to_string(r.torch_compile_ms).substr(0, 5).c_str() : "-",
-                r.flops / (r.fused_ms * 1e9));
+                r.flops / (r.fused_ms * 1e9), r.pingpong_ms, r.fused_ms / r.pingpong_ms);
     f << "    {\"op\": \"" << r.op << "\", \"shape\": \"" << r.shape << "\", \"fused_ms\": " << r.fused_ms
       << ", \"coda_gemm_ms\": " << r.gemm_ms << ", \"cublas_ms\": " << r.cublas_ms
-      << ", \"unfused_ms\": " << r.unfused_ms << ", \"torch_compile_ms\": " << r.torch_compile_ms << "}"
+      << ", \"unfused_ms\": " << r.unfused_ms << ", \"torch_compile_ms\": " << r.torch_compile_ms
+      << ", \"coda_pingpong_gemm_ms\": " << r.pingpong_ms << "}"
       << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";

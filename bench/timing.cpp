@@ -60,7 +60,8 @@ std::vector<Timing> time_side_by_side(const std::vector<std::function<void(int)>
                                       int rounds, int per_graph, int samples) {
   std::vector<std::vector<double>> pooled(works.size());
   for (int round = 0; round < rounds; ++round)
-    for (std::size_t i = 0; i < works.size(); ++i) {
+    for (std::size_t step = 0; step < works.size(); ++step) {
+      const std::size_t i = (step + std::size_t(round)) % works.size();
       time_launches(works[i], stream, per_graph, samples);
       pooled[i].insert(pooled[i].end(), last_samples().begin(), last_samples().end());
     }
