@@ -29,8 +29,8 @@ Timing merge(const std::vector<double>& samples_ms);
 /// Work compared in one table is measured this way, so drift in clock or temperature (an H200 at
 /// its power limit slows down over the first seconds of a heavy run) falls on every piece alike,
 /// not on whichever was timed first. Each round starts one piece further along the list, so each
-/// piece follows every other: the clock a piece starts at depends on what ran just before it (in
-/// a fixed order, two timings of the same GEMM in one `coda bench ops` row differed by up to 12%).
+/// piece follows every other piece once in `works.size()` rounds (the clock a piece starts at may
+/// depend on what ran just before it).
 std::vector<Timing> time_side_by_side(const std::vector<std::function<void(int)>>& works, cudaStream_t stream,
                                       int rounds = 5, int per_graph = 2, int samples = 6);
 
