@@ -14,6 +14,7 @@
 #include "coda/epilogue/launch.cuh"
 #include "coda/epilogue/parts.hpp"
 #include "coda/reference/gemm.hpp"
+#include "epilogue/top_k_expectations.hpp"
 #include "support/device_tensor.hpp"
 
 namespace coda::test {
@@ -48,33 +49,6 @@ struct TopOfParts {
     t.reduce(parts, Whole{}, [&](const Element& x) { return Whole::one(x.value, x.row * n + x.col); });
   }
 };
-
-struct Entry {
-  float value;
-  int32_t index;
-};
-
-// Sorted as TopK orders them (value descending, index ascending), the first k, padded with (-inf, -1).
-std::vector<Entry> expected_top(std::vector<Entry> candidates, int k) {
-  std::sort(candidates.begin(), candidates.end(), [](const Entry& a, const Entry& b) {
-    return a.value > b.value || (a.value == b.value && a.index < b.index);
-  });
-  candidates.resize(std::size_t(k), Entry{-INFINITY, -1});
-  return candidates;
-}
-
-// A slot's k values then k int32 indices equal `want`, bit for bit.
-::testing::AssertionResult slot_is(const float* slot, const std::vector<Entry>& want) {
-  const int k = int(want.size());
-  for (int j = 0; j < k; ++j) {
-    int32_t index;
-    std::memcpy(&index, &slot[k + j], sizeof(index));
-    if (std::memcmp(&slot[j], &want[std::size_t(j)].value, sizeof(float)) != 0 || index != want[std::size_t(j)].index)
-      return ::testing::AssertionFailure() << "entry " << j << ": (" << slot[j] << ", " << index << "), want ("
-                                           << want[std::size_t(j)].value << ", " << want[std::size_t(j)].index << ")";
-  }
-  return ::testing::AssertionSuccess();
-}
 
 TEST(TopKGpu, RowsAndPartsKeepTheTopOfTheGpusOwnResults) {
   CODA_REQUIRE_HOPPER();
@@ -132,13 +106,13 @@ TEST(TopKGpu, RowsAndPartsKeepTheTopOfTheGpusOwnResults) {
       for (int64_t pn = 0; pn < row_parts; ++pn) {
         const int64_t c0 = pn * kPartCols, c1 = std::min(s.n, c0 + kPartCols);
         for (int64_t r = 0; r < s.m; ++r) {
-          std::vector<Entry> candidates;
+          std::vector<TopKEntry> candidates;
           for (int64_t c = c0; c < c1; ++c) candidates.push_back({float(y(r, c)), int32_t(c)});
           ASSERT_TRUE(slot_is(row_slots + r * rows.host.view.ld() + pn * Row::kWords, expected_top(candidates, 4)))
               << "row " << r << ", part " << pn;
         }
         for (int64_t pm = 0; pm < part_rows; ++pm) {
-          std::vector<Entry> candidates;
+          std::vector<TopKEntry> candidates;
           for (int64_t r = pm * kPartRows; r < std::min(s.m, (pm + 1) * kPartRows); ++r)
             for (int64_t c = c0; c < c1; ++c) candidates.push_back({float(y(r, c)), int32_t(r * s.n + c)});
           ASSERT_TRUE(slot_is(part_slots + pm * parts.host.view.ld() + pn * Whole::kWords, expected_top(candidates, 2)))

@@ -8,13 +8,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <random>
 #include <vector>
 
 #include "coda/epilogue/host_arguments.hpp"
 #include "coda/epilogue/monoids.hpp"
 #include "epilogue/support.hpp"
+#include "epilogue/top_k_expectations.hpp"
 
 namespace coda::test {
 namespace {
@@ -23,67 +23,42 @@ using epilogue::Element;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-struct Entry {
-  float value;
-  int32_t index;
-};
-
-// The brute-force answer: every non-NaN candidate sorted (value descending, index ascending), the
-// first k, padded with (-inf, -1).
-std::vector<Entry> expected_top(std::vector<Entry> candidates, int k) {
-  std::erase_if(candidates, [](const Entry& e) { return std::isnan(e.value); });
-  std::sort(candidates.begin(), candidates.end(), [](const Entry& a, const Entry& b) {
-    return a.value > b.value || (a.value == b.value && a.index < b.index);
-  });
-  candidates.resize(std::size_t(k), Entry{-kInf, -1});
-  return candidates;
-}
-
+// A state as the slot its reduction writes.
 template <int K>
-std::vector<Entry> entries(const typename epilogue::TopK<K>::State& s) {
-  std::vector<Entry> out;
-  for (int j = 0; j < K; ++j) out.push_back({s.value[j], s.index[j]});
-  return out;
-}
-
-// Entries compare by bits: -inf and -1 where nothing was kept, exact values elsewhere.
-void expect_entries(const std::vector<Entry>& got, const std::vector<Entry>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t j = 0; j < got.size(); ++j) {
-    EXPECT_EQ(got[j].index, want[j].index) << "entry " << j;
-    EXPECT_EQ(std::memcmp(&got[j].value, &want[j].value, sizeof(float)), 0)
-        << "entry " << j << ": " << got[j].value << " vs " << want[j].value;
-  }
+std::vector<float> slot_of(const typename epilogue::TopK<K>::State& s) {
+  std::vector<float> slot(epilogue::TopK<K>::kWords);
+  epilogue::write_partial<epilogue::TopK<K>>(slot.data(), s);
+  return slot;
 }
 
 TEST(TopKMonoid, KeepsTheLargestBestFirstLowerIndexOnTiesNeverNaN) {
   using T = epilogue::TopK<5>;
   SCOPED_TRACE(seed_note());
-  std::vector<Entry> candidates = {{2.0f, 7},  {kInf, 3},  {2.0f, 1}, {std::nanf(""), 0}, {-kInf, 4},
+  std::vector<TopKEntry> candidates = {{2.0f, 7},  {kInf, 3},  {2.0f, 1}, {std::nanf(""), 0}, {-kInf, 4},
                                    {2.0f, 5},  {-1.0f, 9}, {3.0f, 8}, {std::nanf(""), 2},  {0.5f, 6}};
   for (int i = 0; i < 20; ++i) candidates.push_back({float(std::round(uniform(-4.0, 4.0))), 10 + i});  // more ties
-  const std::vector<Entry> want = expected_top(candidates, 5);
+  const std::vector<TopKEntry> want = expected_top(candidates, 5);
   std::mt19937_64 shuffle(seed());
   for (int trial = 0; trial < 20; ++trial) {
     std::shuffle(candidates.begin(), candidates.end(), shuffle);
     // One by one, and as a tree of partial results (the executors' folds across lanes and parts).
     T::State one_by_one = T::identity();
-    for (const Entry& e : candidates) one_by_one = T::combine(one_by_one, T::one(e.value, e.index));
-    expect_entries(entries<5>(one_by_one), want);
+    for (const TopKEntry& e : candidates) one_by_one = T::combine(one_by_one, T::one(e.value, e.index));
+    EXPECT_TRUE(slot_is(slot_of<5>(one_by_one).data(), want));
     std::vector<T::State> level;
-    for (const Entry& e : candidates) level.push_back(T::one(e.value, e.index));
+    for (const TopKEntry& e : candidates) level.push_back(T::one(e.value, e.index));
     while (level.size() > 1) {
       std::vector<T::State> next;
       for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(T::combine(level[i], level[i + 1]));
       if (level.size() % 2) next.push_back(level.back());
       level = next;
     }
-    expect_entries(entries<5>(level[0]), want);
+    EXPECT_TRUE(slot_is(slot_of<5>(level[0]).data(), want));
   }
   // Fewer selectable values than K: the rest stay (-inf, -1); a NaN alone is nothing.
   T::State few = T::combine(T::one(std::nanf(""), 1), T::one(-kInf, 2));
   few = T::combine(few, T::one(1.0f, 3));
-  expect_entries(entries<5>(few), {{1.0f, 3}, {-kInf, 2}, {-kInf, -1}, {-kInf, -1}, {-kInf, -1}});
+  EXPECT_TRUE(slot_is(slot_of<5>(few).data(), {{1.0f, 3}, {-kInf, 2}, {-kInf, -1}, {-kInf, -1}, {-kInf, -1}}));
   // A written slot: the values, then the indices as int32 bits.
   float slot[T::kWords];
   epilogue::write_partial<T>(slot, few);
@@ -112,16 +87,6 @@ struct TopValues {
   }
 };
 
-std::vector<Entry> slot_entries(const float* slot, int k) {
-  std::vector<Entry> out;
-  for (int j = 0; j < k; ++j) {
-    Entry e{slot[j], 0};
-    std::memcpy(&e.index, &slot[k + j], sizeof(int32_t));
-    out.push_back(e);
-  }
-  return out;
-}
-
 TEST_P(TopKReductions, RowsAndWholePartsKeepTheirTopValues) {
   const ProblemShape shape{150, 300, 2};
   auto acc = random_accumulators(shape);
@@ -135,36 +100,32 @@ TEST_P(TopKReductions, RowsAndWholePartsKeepTheirTopValues) {
   const int row_words = epilogue::TopK<4>::kWords, part_words = epilogue::TopK<3>::kWords;
   std::vector<float> rows(std::size_t(shape.batch * shape.rows * row_parts * row_words), poison);
   std::vector<float> parts(std::size_t(shape.batch * part_rows * row_parts * part_words), poison);
-  const TopValues program{
+  TopValues program{
       .rows = epilogue::row_partials(TensorView::matrix(rows.data(), DType::f32, shape.rows, row_parts * row_words),
                                      "rows", row_words),
-      .parts = {parts.data(), row_parts * part_words, part_words, 0},
+      .parts = {parts.data(), row_parts * part_words, part_words, part_rows * row_parts * part_words},
       .n = int32_t(shape.cols)};
   EXPECT_EQ(program.rows.tile_stride, row_words);
-  for (int32_t b = 0; b < shape.batch; ++b) {
-    epilogue::Partials rows_b = program.rows, parts_b = program.parts;
-    rows_b.data += b * shape.rows * row_parts * row_words;
-    parts_b.data += b * part_rows * row_parts * part_words;
-    ref::run_epilogue(TopValues{rows_b, parts_b, program.n}, acc[std::size_t(b)], b, part());
-  }
+  program.rows.batch_stride = shape.rows * row_parts * row_words;
+  run_batches(program, acc, part());
   for (int64_t b = 0; b < shape.batch; ++b) {
     const ref::Matrix& y = acc[std::size_t(b)];
     for (int64_t pn = 0; pn < row_parts; ++pn) {
       const int64_t c0 = pn * part().cols, c1 = std::min(shape.cols, c0 + part().cols);
       for (int64_t r = 0; r < shape.rows; ++r) {
-        std::vector<Entry> candidates;
+        std::vector<TopKEntry> candidates;
         for (int64_t c = c0; c < c1; ++c) candidates.push_back({float(y(r, c)), int32_t(c)});
         SCOPED_TRACE(::testing::Message() << "batch " << b << ", row " << r << ", part " << pn);
-        expect_entries(slot_entries(&rows[std::size_t(((b * shape.rows + r) * row_parts + pn) * row_words)], 4),
-                       expected_top(candidates, 4));
+        EXPECT_TRUE(slot_is(&rows[std::size_t(((b * shape.rows + r) * row_parts + pn) * row_words)],
+                            expected_top(candidates, 4)));
       }
       for (int64_t pm = 0; pm < part_rows; ++pm) {
-        std::vector<Entry> candidates;
+        std::vector<TopKEntry> candidates;
         for (int64_t r = pm * part().rows; r < std::min(shape.rows, (pm + 1) * part().rows); ++r)
           for (int64_t c = c0; c < c1; ++c) candidates.push_back({float(y(r, c)), int32_t(r * shape.cols + c)});
         SCOPED_TRACE(::testing::Message() << "batch " << b << ", part " << pm << ", " << pn);
-        expect_entries(slot_entries(&parts[std::size_t(((b * part_rows + pm) * row_parts + pn) * part_words)], 3),
-                       expected_top(candidates, 3));
+        EXPECT_TRUE(slot_is(&parts[std::size_t(((b * part_rows + pm) * row_parts + pn) * part_words)],
+                            expected_top(candidates, 3)));
       }
     }
   }
