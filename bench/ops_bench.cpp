@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -62,8 +63,10 @@ Row measure(const std::string& op, const std::string& shape, const TensorView& x
 
 int ops_benchmark(int argc, char** argv) {
   std::string json = "bench_ops.json";
-  for (int i = 1; i + 1 < argc; i += 2)
+  for (int i = 1; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--json") json = argv[i + 1];
+    if (std::string(argv[i]) == "--warmup-ms") set_warmup_ms(std::atof(argv[i + 1]));
+  }
   if (!hopper_available()) {
     std::printf("coda bench ops: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
     return 1;
@@ -103,9 +106,9 @@ int ops_benchmark(int argc, char** argv) {
         },
         compiled, cublas, arena, stream));
   }
-  {
+  for (const int64_t h : {2048, 4096}) {  // the attention output projection: K = N = H
     Arena arena;
-    const int64_t t = 16384, h = 2048;
+    const int64_t t = 16384;
     TensorView x = arena.matrix(bf, t, h, stream), w = arena.matrix(bf, h, h, stream);
     TensorView residual = arena.matrix(bf, t, h, stream), g = arena.vector(DType::f32, h, stream);
     TensorView hout = arena.matrix(bf, t, h, stream, false), u = arena.matrix(bf, t, h, stream, false);
@@ -113,7 +116,7 @@ int ops_benchmark(int argc, char** argv) {
     const std::size_t bytes = ops::residual_rmsnorm_workspace_bytes(t, h);
     void* ws = arena.allocate(bytes);
     rows.push_back(measure(
-        "residual+rmsnorm (k4)", "T=16384 H=2048", x, w,
+        "residual+rmsnorm (k4)", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream); },
         [&](const TensorView& y) {
           residual_rmsnorm(bf16(y), bf16(residual), static_cast<float*>(g.data), bf16(hout), bf16(u), t, h, 1e-6f, stream);

@@ -9,7 +9,19 @@
 namespace coda::bench {
 namespace {
 thread_local std::vector<double> samples_of_last_call;
+double warmup_milliseconds = 100;
+
+// Milliseconds between two recorded events, once `stop` has completed.
+double elapsed_ms(cudaEvent_t start, cudaEvent_t stop) {
+  CODA_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return ms;
 }
+}  // namespace
+
+void set_warmup_ms(double ms) { warmup_milliseconds = ms > 0 ? ms : 0; }
+double warmup_ms() { return warmup_milliseconds; }
 
 const std::vector<double>& last_samples() { return samples_of_last_call; }
 
@@ -34,19 +46,23 @@ Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream
   CODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   CODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
   cudaEvent_t start = nullptr, stop = nullptr;
   CODA_CUDA_CHECK(cudaEventCreate(&start));
   CODA_CUDA_CHECK(cudaEventCreate(&stop));
+  // Warm-up: one replay, timed, tells how many more fill warmup_ms(); they go out back to back
+  // (no host round trip between them, which would let the clock recover).
+  CODA_CUDA_CHECK(cudaEventRecord(start, stream));
+  CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CODA_CUDA_CHECK(cudaEventRecord(stop, stream));
+  const double replay_ms = std::max(elapsed_ms(start, stop), 1e-3);
+  const int warmup_replays = int(std::min(warmup_milliseconds / replay_ms, 100000.0));
+  for (int i = 0; i < warmup_replays; ++i) CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   samples_of_last_call.clear();
   for (int s = 0; s < samples; ++s) {
     CODA_CUDA_CHECK(cudaEventRecord(start, stream));
     CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     CODA_CUDA_CHECK(cudaEventRecord(stop, stream));
-    CODA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples_of_last_call.push_back(ms / per_graph);
+    samples_of_last_call.push_back(elapsed_ms(start, stop) / per_graph);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
