@@ -35,7 +35,6 @@ using detail::concat;
 struct Problem {
   int64_t m, n, k, batch;
   DType input, output;
-  bool k_major;  // both operands K-major
 };
 
 struct TileFacts {
@@ -50,8 +49,7 @@ TileFacts facts(GemmTile t) {
     case GemmTile::m256n128: return {256, 128, 1, 2, 1.0};
     case GemmTile::m128n128: return {128, 128, 1, 1, 0.9};
     case GemmTile::m64n256: return {64, 256, 1, 1, 0.8};
-    // Where the planner considers it (pingpong_pays below): there it ran 1.03-1.09x as fast as m128n256.
-    case GemmTile::pingpong_m128n128: return {128, 128, 2, 1, 1.05};
+    case GemmTile::pingpong_m128n128: return {128, 128, 2, 1, 0.95};
     case GemmTile::automatic: break;
   }
   throw InternalError("coda::gemm: no facts for the automatic tile");
@@ -91,7 +89,6 @@ Problem validate_operands(const GemmOperand& a, const GemmOperand& b, const Gemm
   p.n = b_k_major ? b.view.rows() : b.view.cols();
   p.batch = a.view.batch();
   p.input = a.view.dtype;
-  p.k_major = a.major == Major::k && b.major == Major::k;
   const int64_t b_k = b_k_major ? b.view.cols() : b.view.rows();
   const char* b_k_dim = b_k_major ? "columns" : "rows";
 
@@ -184,15 +181,13 @@ Plan make_plan(const Problem& p, const GemmOptions& options) {
     if (p.m <= 64) {
       out.tile = GemmTile::m64n256;
     } else {
-      // The ping-pong tile hides each tile's epilogue behind the other consumer's MMAs, which pays
-      // where K is short (the epilogue a larger share of a tile) and the weight small. H200, the
-      // Transformer set (K-major), two runs: 1.03-1.09x the m128n256 tile's speed at K <= 4096 with
-      // N x K <= 2^28 (7 of 15 shapes; the LM head at H = 4096, 2^29, ran 0.95x), 0.96-0.97x at
-      // K = 8192 with N >= 24576 (bench/RESULTS.md, thirteenth session). Not measured on MN-major operands.
-      const bool pingpong_pays = p.k_major && p.k <= 4096 && p.n * p.k <= (int64_t(1) << 28);
+      // Not the ping-pong tile: it reads 1.5x the operand bytes per MMA from L2, which an H200 at
+      // its power limit pays for in clock. Steady state (100 ms warm-up, bench/timing.hpp), the
+      // Transformer set: m128n256 everywhere 1.004 of cuBLAS, ping-pong where K <= 4096 0.994-0.995,
+      // ping-pong everywhere 0.959 (bench/RESULTS.md, fourteenth session). Its 1.03-1.09x lead of
+      // the thirteenth session came from timing each piece right after lighter work.
       double best = 0;
-      for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::pingpong_m128n128}) {
-        if (t == GemmTile::pingpong_m128n128 && !pingpong_pays) continue;
+      for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128}) {
         const double cost = estimated_cost(p, t, resident_ctas(t));
         if (out.tile == GemmTile::automatic || cost < best * 0.999) {
           out.tile = t;
