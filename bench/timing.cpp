@@ -21,7 +21,6 @@ double elapsed_ms(cudaEvent_t start, cudaEvent_t stop) {
 }  // namespace
 
 void set_warmup_ms(double ms) { warmup_milliseconds = ms > 0 ? ms : 0; }
-double warmup_ms() { return warmup_milliseconds; }
 
 const std::vector<double>& last_samples() { return samples_of_last_call; }
 
@@ -49,8 +48,8 @@ Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream
   cudaEvent_t start = nullptr, stop = nullptr;
   CODA_CUDA_CHECK(cudaEventCreate(&start));
   CODA_CUDA_CHECK(cudaEventCreate(&stop));
-  // Warm-up: one replay, timed, tells how many more fill warmup_ms(); they go out back to back
-  // (no host round trip between them, which would let the clock recover).
+  // Warm-up: one replay, timed, tells how many more fill the warm-up time; they go out back to
+  // back (no host round trip between them, which would let the clock recover).
   CODA_CUDA_CHECK(cudaEventRecord(start, stream));
   CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   CODA_CUDA_CHECK(cudaEventRecord(stop, stream));

@@ -20,12 +20,11 @@ struct Timing {
 /// than it runs in steady state. Warming each piece up until the clock has settled on it takes the
 /// previous piece out of its numbers. 0 keeps one warm-up replay only.
 void set_warmup_ms(double ms);
-double warmup_ms();
 
 /// Time `launch(i)` (i = 0, 1, ...: rotate buffers with it) on `stream`. The launches are
-/// captured once into a CUDA graph of `per_graph` launches; the graph is replayed for warmup_ms(),
-/// then each of `samples` replays is timed between two events and contributes its time /
-/// per_graph. Graph replay keeps host launch overhead out of the numbers (as in serving, where
+/// captured once into a CUDA graph of `per_graph` launches; the graph is replayed for the warm-up
+/// time (set_warmup_ms), then each of `samples` replays is timed between two events and
+/// contributes its time / per_graph. Graph replay keeps host launch overhead out of the numbers (as in serving, where
 /// small GEMMs run inside graphs), for every library alike.
 Timing time_launches(const std::function<void(int)>& launch, cudaStream_t stream, int per_graph, int samples);
 
