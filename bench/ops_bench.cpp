@@ -63,9 +63,15 @@ Row measure(const std::string& op, const std::string& shape, const TensorView& x
 
 int ops_benchmark(int argc, char** argv) {
   std::string json = "bench_ops.json";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--json") json = argv[i + 1];
-    if (std::string(argv[i]) == "--warmup-ms") set_warmup_ms(std::atof(argv[i + 1]));
+  for (int i = 1; i < argc; i += 2) {
+    const std::string arg = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (value && arg == "--json") json = value;
+    else if (value && arg == "--warmup-ms") set_warmup_ms(std::atof(value));
+    else {
+      std::fprintf(stderr, "coda bench ops: unknown option '%s' (or no value after it)\n", arg.c_str());
+      return 2;
+    }
   }
   if (!hopper_available()) {
     std::printf("coda bench ops: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
