@@ -107,7 +107,8 @@ void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorVi
   check.require(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f, "options.label_smoothing",
                 concat("is ", options.label_smoothing, " but must be in [0, 1)"))
       .require(options.z_loss >= 0.0f, "options.z_loss", concat("is ", options.z_loss, " but must be >= 0"))
-      .require(options.softcap >= 0.0f, "options.softcap", concat("is ", options.softcap, " but must be >= 0 (0: off)"));
+      .require(options.softcap >= 0.0f, "options.softcap",
+               concat("is ", options.softcap, " but must be >= 0 (0: off)"));
   if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
   if (options.logits.data) check_output(check, "options.logits", options.logits, g.m, g.n, x.dtype);
   const Layout layout(g.m, g.n, options.label_smoothing > 0.0f);

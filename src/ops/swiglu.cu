@@ -18,14 +18,16 @@ void gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out
   const GemmShape g = check_projection(check, x, w);
   check.require(g.n % 2 == 0, "w", concat("has ", g.n, " rows but needs an even number (gate and up interleaved)"));
   check_output(check, "out", out, g.m, g.n / 2, x.dtype);
-  if (options.pre_activation.data) check_output(check, "options.pre_activation", options.pre_activation, g.m, g.n, x.dtype);
+  if (options.pre_activation.data)
+    check_output(check, "options.pre_activation", options.pre_activation, g.m, g.n, x.dtype);
   if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
   check.throw_if_error();
   const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
   epilogue::Swiglu program;
   program.out = epilogue::tile_out(out, "out");
-  if (options.pre_activation.data) program.pre_activation = epilogue::tile_out(options.pre_activation, "options.pre_activation");
+  if (options.pre_activation.data)
+    program.pre_activation = epilogue::tile_out(options.pre_activation, "options.pre_activation");
   if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
   launch_program(plan, program, stream);
 }

@@ -87,7 +87,9 @@ __device__ __forceinline__ void put1(uint32_t address, float scale, float v) {
   if constexpr (Out == DType::bf16) sm90::st_shared_b16(address, __bfloat16_as_ushort(__float2bfloat16_rn(v)));
   else if constexpr (Out == DType::f16) sm90::st_shared_b16(address, __half_as_ushort(__float2half_rn(v)));
   else if constexpr (Out == DType::f32) sm90::st_shared_f32(address, v);
-  else sm90::st_shared_b8(address, __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2));
+  else
+    sm90::st_shared_b8(address,
+                       __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, Out == DType::e4m3 ? __NV_E4M3 : __NV_E5M2));
 }
 template <DType Out>
 __device__ __forceinline__ void put2(uint32_t address, float scale, float a, float b) {
@@ -105,7 +107,8 @@ __device__ __forceinline__ void put2(uint32_t address, float scale, float a, flo
 // aligned 32-bit word that holds the element (for a 16-bit element, the half picked by a shift;
 // a word never straddles a page, so it is always addressable) and the conversions are selects.
 __device__ __forceinline__ float load_element(const void* data, DType dtype, int64_t index) {
-  const uintptr_t address = reinterpret_cast<uintptr_t>(data) + uintptr_t(index) * (dtype == DType::f32 || dtype == DType::i32 ? 4 : 2);
+  const uintptr_t element_bytes = dtype == DType::f32 || dtype == DType::i32 ? 4 : 2;
+  const uintptr_t address = reinterpret_cast<uintptr_t>(data) + uintptr_t(index) * element_bytes;
   const uint32_t word = __ldg(reinterpret_cast<const uint32_t*>(address & ~uintptr_t(3)));
   const uint32_t bits = word >> (8 * (address & 2));
   const float from_f16 = __half2float(__ushort_as_half(uint16_t(bits)));
@@ -266,7 +269,8 @@ class GpuTile {
     const int32_t dr = x.row - row(0, 0), dc = x.col - col(0);
     uint32_t word;
     if (!StagedInput || &in != staged_) word = tile_word(in, x.batch, dr, dc, col(0));
-    else if (dr >= 0 && dc >= 0 && dr / 64 == group_block_ && dc / 16 == group_ && dr % 64 < 16 && dr % 8 == 0 && dc % 8 < 2)
+    else if (dr >= 0 && dc >= 0 && dr / 64 == group_block_ && dc / 16 == group_ && dr % 64 < 16 && dr % 8 == 0 &&
+             dc % 8 < 2)
       word = group_words_[2 * ((dc / 8) % 2) + (dr % 64) / 8];  // in the group read last (map)
     else word = staged_word(dr, dc);
     return half_of(word, dc % 2);
@@ -281,7 +285,8 @@ class GpuTile {
   template <class At>
   __device__ float load(const RowVector& v, const At& x) const {
     const int32_t dc = x.col - col(0);
-    if (StagedVector && &v == staged_vector_ && dc >= 0 && dc < Acc::kCols && dc % 8 < 2) return staged_values_[2 * (dc / 8) + dc % 8];
+    if (StagedVector && &v == staged_vector_ && dc >= 0 && dc < Acc::kCols && dc % 8 < 2)
+      return staged_values_[2 * (dc / 8) + dc % 8];
     return detail::load_element(v.data, v.dtype, x.col);
   }
   template <class At>
@@ -292,7 +297,9 @@ class GpuTile {
   __device__ int32_t load_index(const ColumnVector& v, const At& x) const {  // int32 (the CPU executor checks)
     return __ldg(static_cast<const int32_t*>(v.data) + (x.batch * v.batch_stride + x.row));
   }
-  __device__ float load(const Table& table, int32_t i, int32_t j) const { return __ldg(table.data + (i * table.ld + j)); }
+  __device__ float load(const Table& table, int32_t i, int32_t j) const {
+    return __ldg(table.data + (i * table.ld + j));
+  }
 
   // ---- 3. stores
   // A TileOut is written in the launch's type `Out`, a TileOutOf<T> in its own T.
@@ -350,7 +357,7 @@ class GpuTile {
         s = Monoid::combine(s, detail::shuffle_xor(s, 2));
         const int32_t r = row(b, 2 * half);
         if (lane % 4 == 0 && r < t_.problem_m && Monoid::present(s))
-          write_partial<Monoid>(out.data + (t_.batch * out.batch_stride + int64_t(r) * out.row_stride + part_n() * out.tile_stride), s);
+          write_partial<Monoid>(partial_slot(out, r, part_n()), s);
       }
   }
 
@@ -384,7 +391,7 @@ class GpuTile {
       for (int w = 1; w < 4; ++w) s = Monoid::combine(s, scratch[w * Acc::kCols + c]);
       const int32_t column = t_.col0 + c;
       if (column < t_.problem_n && Monoid::present(s))
-        write_partial<Monoid>(out.data + (t_.batch * out.batch_stride + part_m() * out.row_stride + int64_t(column) * out.tile_stride), s);
+        write_partial<Monoid>(partial_slot(out, part_m(), column), s);
     }
     sync();  // the scratch is staging space again
   }
@@ -405,7 +412,7 @@ class GpuTile {
 #pragma unroll
       for (int w = 1; w < 4; ++w) all = Monoid::combine(all, scratch[w]);
       if (Monoid::present(all))
-        write_partial<Monoid>(out.data + (t_.batch * out.batch_stride + part_m() * out.row_stride + part_n() * out.tile_stride), all);
+        write_partial<Monoid>(partial_slot(out, part_m(), part_n()), all);
     }
     sync();
   }
@@ -464,7 +471,8 @@ class GpuTile {
     for (int j = 0; j < kPairs; ++j)
 #pragma unroll
       for (int k = 0; k < 2; ++k)
-        staged_values_[2 * j + k] = 8 * j + k < cols_left_ ? detail::load_element(v.data, v.dtype, col(0) + 8 * j + k) : 0.0f;
+        staged_values_[2 * j + k] =
+            8 * j + k < cols_left_ ? detail::load_element(v.data, v.dtype, col(0) + 8 * j + k) : 0.0f;
   }
 
   // The staged part's words for values [8 g, 8 g + 8) of block b (columns 16 g .. 16 g + 15 of the
@@ -573,6 +581,11 @@ class GpuTile {
     else return 64 * b + 8 * ((i / 2) % 2) < rows_left_ && 8 * (i / 4) + i % 2 < cols_left_;
   }
   __device__ int64_t part_m() const { return t_.row0 / Acc::kRows; }
+  // The slot of a partial: `row` a problem row or a part index along M, `column` a problem column
+  // or a part index along N (which ones: the reduction's kind, arguments.hpp).
+  __device__ float* partial_slot(const Partials& out, int64_t row, int64_t column) const {
+    return out.data + (t_.batch * out.batch_stride + row * out.row_stride + column * out.tile_stride);
+  }
   __device__ int64_t part_n() const { return t_.col0 / Acc::kCols; }
   __device__ void sync() const { sm90::named_barrier_sync(1 + t_.consumer, 128); }
 
@@ -762,10 +775,12 @@ struct ProgramEpilogue {
     const RowVector* staged_vector = nullptr;
     if constexpr (StagesARowVector<Program>) staged_vector = &(program.*Program::staged_row_vector);
     if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {
-      GpuTile<Acc, kBuffers, In, Out, false, kStaged, StagesARowVector<Program>> tile(acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
+      GpuTile<Acc, kBuffers, In, Out, false, kStaged, StagesARowVector<Program>> tile(
+          acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
       program(tile);
     } else {
-      GpuTile<Acc, kBuffers, In, Out, true, kStaged, StagesARowVector<Program>> tile(acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
+      GpuTile<Acc, kBuffers, In, Out, true, kStaged, StagesARowVector<Program>> tile(
+          acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
       program(tile);
     }
   }

@@ -56,7 +56,8 @@ void check_tile_inputs(const Program& program, DType operands, const char* funct
     const std::string argument = "tile input " + std::to_string(index++) + " (tile_inputs())";
     if (in.data == nullptr) return;
     check.require(in.dtype == operands, argument,
-                  coda::detail::concat("must have the operands' type ", name(operands), " on the GPU, not ", name(in.dtype)))
+                  coda::detail::concat("must have the operands' type ", name(operands), " on the GPU, not ",
+                                       name(in.dtype)))
         .require(reinterpret_cast<uintptr_t>(in.data) % 4 == 0, argument, "must be 4-byte aligned")
         .require(in.ld % 2 == 0 && in.batch_stride % 2 == 0, argument,
                  "must have an even row stride and batch stride (pairs of columns are read as 32-bit words)");
@@ -70,7 +71,9 @@ void check_tile_inputs(const Program& program, DType operands, const char* funct
     const CUtensorMap no_map{};
     StoreRecorder recorder(&staged);
     program(recorder);
-    check.require(staged.data != nullptr, argument, "must be given: the program's GPU kernel stages it in shared memory")
+    check
+        .require(staged.data != nullptr, argument,
+                 "must be given: the program's GPU kernel stages it in shared memory")
         .require(recorder.late_staged_read() == 0, argument,
                  coda::detail::concat("is read by primitive ", recorder.late_staged_read(),
                                       " (program order), after a store, column_reduce or reduce: those write through "

@@ -56,7 +56,9 @@ CODA_HD float silu_derivative(float g) {
   return s.value * (1.0f + g * s.complement);
 }
 
-enum class Activation : uint8_t { identity, relu, gelu_erf, gelu_tanh, silu, sigmoid, tanh, hardswish, leaky_relu, clamp };
+enum class Activation : uint8_t {
+  identity, relu, gelu_erf, gelu_tanh, silu, sigmoid, tanh, hardswish, leaky_relu, clamp
+};
 
 constexpr const char* name(Activation a) {
   constexpr const char* kNames[] = {"identity", "relu", "gelu_erf", "gelu_tanh", "silu",
@@ -143,7 +145,8 @@ struct ActivationFunction {
     } else if constexpr (K == Activation::tanh) {  // 1 - tanh^2 = 4 s (1 - s), s = sigmoid(2x): no cancellation
       const SigmoidAndComplement s = sigmoid_and_complement(2.0f * x);
       return 4.0f * s.value * s.complement;
-    } else if constexpr (K == Activation::hardswish) return x < -3.0f ? 0.0f : x <= 3.0f ? x * (1.0f / 3.0f) + 0.5f : 1.0f;
+    } else if constexpr (K == Activation::hardswish)
+      return x < -3.0f ? 0.0f : x <= 3.0f ? x * (1.0f / 3.0f) + 0.5f : 1.0f;
     else if constexpr (K == Activation::leaky_relu) return x > 0.0f ? 1.0f : slope;
     else return (x > lo && x < hi) ? 1.0f : 0.0f;  // clamp
   }

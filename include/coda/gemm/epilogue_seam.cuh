@@ -71,7 +71,9 @@ struct Accumulators {
 
   float value[kBlocks][kValuesPerBlock];
 
-  __device__ static int row(int block, int i, int thread) { return row_offset(block, i) + 16 * (thread / 32) + (thread % 32) / 4; }
+  __device__ static int row(int block, int i, int thread) {
+    return row_offset(block, i) + 16 * (thread / 32) + (thread % 32) / 4;
+  }
   __device__ static int col(int i, int thread) { return col_offset(i) + 2 * (thread % 4); }
   // Value i of block b from the thread's first one (value 0 of block 0): the same for every thread.
   __device__ static constexpr int row_offset(int block, int i) { return 64 * block + 8 * ((i / 2) % 2); }

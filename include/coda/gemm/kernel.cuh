@@ -218,7 +218,8 @@ constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Param
 };
 
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
-__global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_constant__ KernelParams<typename Epilogue::Params> p) {
+__global__ void __launch_bounds__(Config::kThreads, 1)
+    gemm_kernel(const __grid_constant__ KernelParams<typename Epilogue::Params> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Storage = SharedStorage<Config, Element, Epilogue>;
   using Acc = Accumulators<Config::kWarpgroupM, Config::kWarpgroupN>;
@@ -418,7 +419,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) gemm_kernel(const __grid_
                                                          p.m - coords.row0, consumer, thread);
       if (finishes_tile) {
         // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
-        while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
+        while (has_pending)
+          has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
         epilogue.prepare(p.epilogue, s.epilogue, acc, coords, pending);
         if constexpr (Config::kPingPong) {
           // The other consumer has the tensor cores: write everything now.

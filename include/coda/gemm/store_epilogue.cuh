@@ -86,7 +86,9 @@ struct StoreEpilogue {
       if (d == step)
         stage_subtiles<1>(
             p, s, t, [&](int) { return position(kFirst + d, kPerBlock, 64); },
-            [&](int, uint8_t* staging) { write_16bit_subtile(sm90::shared_address(staging), pending.packed[d], t.thread); });
+            [&](int, uint8_t* staging) {
+              write_16bit_subtile(sm90::shared_address(staging), pending.packed[d], t.thread);
+            });
     return step + 1 >= kDeferred<Acc>;
   }
 
@@ -141,7 +143,9 @@ struct StoreEpilogue {
     int block;
     int col;
   };
-  __device__ static Position position(int sub, int per_block, int cols) { return {sub / per_block, (sub % per_block) * cols}; }
+  __device__ static Position position(int sub, int per_block, int cols) {
+    return {sub / per_block, (sub % per_block) * cols};
+  }
 
   template <class Out, class Acc>
   __device__ void prepare_16bit(const Params& p, SharedStorage& s, Acc& acc, const TileCoordinates& t,

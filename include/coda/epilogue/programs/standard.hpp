@@ -151,10 +151,12 @@ struct LinearCombinationProgram {
     if constexpr (kTerms.alpha) alpha.multiply(t);
     if constexpr (kTerms.source) if (source.data) beta.add_times(t, source);
     if constexpr (kTerms.second_source) if (second_source.data) gamma.add_times(t, second_source);
-    if constexpr (kTerms.column_bias) if (column_bias.data) t.map([&](Element& x) { x.value += t.load(column_bias, x); });
+    if constexpr (kTerms.column_bias)
+      if (column_bias.data) t.map([&](Element& x) { x.value += t.load(column_bias, x); });
     if constexpr (kTerms.row_bias) if (row_bias.data) t.map([&](Element& x) { x.value += t.load(row_bias, x); });
     if constexpr (kTerms.pre_activation) if (pre_activation.data) t.store(pre_activation);
-    if constexpr (kTerms.activation_at_run_time) activation.visit([&](auto kind) { activate<decltype(kind)::value>(t); });
+    if constexpr (kTerms.activation_at_run_time)
+      activation.visit([&](auto kind) { activate<decltype(kind)::value>(t); });
     else activate<kTerms.activation>(t);
     if constexpr (kTerms.amax) if (amax.data) t.reduce(amax, Max{}, [](const Element& x) { return fabsf(x.value); });
     t.store(out);
@@ -245,7 +247,8 @@ struct Reductions {
   CODA_HD void operator()(Tile& t) const {
     if (out.data) t.store(out);
     if (row_sums.data) t.row_reduce(row_sums, Sum{}, [](const Element& x) { return x.value; });
-    if (row_sums_of_squares.data) t.row_reduce(row_sums_of_squares, Sum{}, [](const Element& x) { return x.value * x.value; });
+    if (row_sums_of_squares.data)
+      t.row_reduce(row_sums_of_squares, Sum{}, [](const Element& x) { return x.value * x.value; });
     if (row_max.data) t.row_reduce(row_max, Max{}, [](const Element& x) { return x.value; });
     if (column_sums.data) t.column_reduce(column_sums, Sum{}, [](const Element& x) { return x.value; });
   }
