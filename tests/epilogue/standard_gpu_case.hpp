@@ -88,6 +88,7 @@ struct Case {
       int64_t unwritten = 0;
       for (double v : got.data) unwritten += std::isnan(v) ? 1 : 0;
       EXPECT_EQ(unwritten, 0) << "output " << i;
+      EXPECT_TRUE(outputs[i].written_only_inside()) << "output " << i << " was written past its edges";
       EXPECT_LT(ref::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
     }
   }

@@ -10,9 +10,11 @@ struct DeviceTensor {
   HostTensor host;
   DeviceBuffer device;
 
-  /// Rows padded to a multiple of 16 bytes unless `ld` is given (what TMA-fed kernels need).
+  /// Rows padded to a multiple of 16 bytes unless `ld` is given (what TMA-fed kernels need). The
+  /// device copy has kGuardBytes more after the last row, for written_only_inside().
   DeviceTensor(DType dtype, int64_t rows, int64_t cols, int64_t ld = -1)
-      : host(dtype, rows, cols, ld >= 0 ? ld : padded(dtype, cols)), device(host.bytes.size()) {}
+      : host(dtype, rows, cols, ld >= 0 ? ld : padded(dtype, cols)), device(host.bytes.size() + kGuardBytes) {}
+  static constexpr std::size_t kGuardBytes = 4096;
 
   static int64_t padded(DType dtype, int64_t cols) {
     const int64_t per_16_bytes = 16 / int64_t(size_of(dtype));
@@ -38,6 +40,23 @@ struct DeviceTensor {
   DeviceTensor& download() {
     device.download(host.bytes.data(), host.bytes.size());
     return *this;
+  }
+  /// After poison() and a kernel: whether every byte outside the rows and columns still holds
+  /// the poison (each row's padding up to ld, and the guard after the last row), so the kernel
+  /// wrote nothing past the tensor's edges. Except the bytes from a row's end up to the next
+  /// multiple of 16: a TMA store writes whole 16-byte chunks (coda/epilogue/arguments.hpp, TileOut).
+  bool written_only_inside() const {
+    std::vector<unsigned char> all(device.bytes());
+    device.download(all.data(), all.size());
+    const std::size_t element = size_of(host.view.dtype), ld = std::size_t(host.view.ld()) * element;
+    const std::size_t row_bytes = std::size_t(host.view.cols()) * element, rows = std::size_t(host.view.rows());
+    const std::size_t writable = (row_bytes + 15) / 16 * 16;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t b = writable; b < ld; ++b)
+        if (all[r * ld + b] != 0xFF) return false;
+    for (std::size_t b = rows * ld; b < all.size(); ++b)
+      if (all[b] != 0xFF) return false;
+    return true;
   }
   TensorView view() const {
     TensorView v = host.view;

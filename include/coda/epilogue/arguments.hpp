@@ -32,7 +32,10 @@ struct TileIn {
 };
 
 /// An M x N output (or M x N/2 for pair outputs, M x 2N for wide outputs), written in `dtype`.
-/// fp8 outputs are multiplied by `scale` first (and saturate: DType docs).
+/// fp8 outputs are multiplied by `scale` first (and saturate: DType docs). The GPU writes it by TMA
+/// stores, in whole 16-byte chunks: a row not a multiple of 16 bytes long has the bytes after it,
+/// up to the next multiple of 16, overwritten too (with zeros; inside its row stride, which
+/// tile_out() requires to be a multiple of 16 bytes): leave them free (coda/gemm/gemm.hpp).
 struct TileOut {
   void* data = nullptr;
   DType dtype = DType::bf16;

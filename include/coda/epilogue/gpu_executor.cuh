@@ -772,6 +772,10 @@ struct ProgramEpilogue {
   __device__ void run(const Params& program, Acc& acc, const mainloop::TileCoordinates& t,
                       uint8_t (&staging)[kBuffers][detail::kSubtileBytes], const TileIn* staged,
                       const uint8_t* staged_part) {
+    // A cluster's CTAs may overhang the problem (the scheduler's padded grid of cluster tiles): a
+    // part wholly outside it has nothing to write, and its reductions' identity results would land
+    // past the partials' last row or column.
+    if (t.row0 >= t.problem_m || t.col0 >= t.problem_n) return;
     const RowVector* staged_vector = nullptr;
     if constexpr (StagesARowVector<Program>) staged_vector = &(program.*Program::staged_row_vector);
     if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {

@@ -15,7 +15,10 @@
 // Any M, N, K >= 1, provided every row and batch stride is a multiple of 16 bytes and every
 // base address is 16-byte aligned (what the TMA unit can address); anything else is rejected
 // with an error naming the argument. Runs on sm_90 (H100/H200). No host synchronisation and no
-// allocation.
+// allocation. C is written by TMA stores, which write whole 16-byte chunks: where a row of C is not
+// a multiple of 16 bytes long, the bytes after its last column up to the next multiple of 16 (inside
+// its row stride) are overwritten too. A C that is a column slice of a wider matrix loses the
+// neighbouring columns there (CUDA's TMA; the same holds for every tile output of an epilogue).
 //
 // Workspace: with one (options.workspace), tiles may be computed in several K segments: split-K
 // when there are few output tiles (decode) and, on request, a stream-K tail that deals the last
