@@ -49,7 +49,7 @@ TileFacts facts(GemmTile t) {
     case GemmTile::m256n128: return {256, 128, 1, 2, 1.0};
     case GemmTile::m128n128: return {128, 128, 1, 1, 0.9};
     case GemmTile::m64n256: return {64, 256, 1, 1, 0.8};
-    case GemmTile::pingpong_m128n128: return {128, 128, 2, 1, 0.95};
+    case GemmTile::pingpong_m128n128: return {128, 128, 2, 2, 0.95};
     case GemmTile::automatic: break;
   }
   throw InternalError("coda::gemm: no facts for the automatic tile");

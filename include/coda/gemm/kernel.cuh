@@ -19,11 +19,11 @@
 //                run, once the other consumer's epilogue has let go of it ("input" barriers).
 //
 // setmaxnreg moves registers from the producer (40 per thread) to the consumers (232), which
-// hold 128 fp32 accumulators each. CTAs in a 2-CTA cluster split the loading of a shared operand
-// tile and multicast it to both, halving that operand's L2 traffic. A tile computed in several K
-// segments (split-K, stream-K; see scheduler.cuh) has every segment publish its fp32 partial to a
-// workspace; the last to arrive adds them in segment order (deterministic, no atomics on data)
-// and runs the epilogue.
+// hold 128 fp32 accumulators each. The CTAs of a cluster (2 x 1, 1 x 2 or 2 x 2) that share an
+// operand tile split its loading and multicast it to each other, halving its L2 traffic. A tile
+// computed in several K segments (split-K, stream-K; see scheduler.cuh) has every segment publish
+// its fp32 partial to a workspace; the last to arrive adds them in segment order (deterministic, no
+// atomics on data) and runs the epilogue.
 #pragma once
 
 #include <cuda.h>
