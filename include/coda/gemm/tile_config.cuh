@@ -58,10 +58,10 @@ using TileM64N256 = TileConfig<64, 256, 64, 128, 4, 1, 1, 2>;      // decode-siz
 // 1.5x the operand bytes per MMA of a 128 x 256 one, so it needs a deeper ring to cover the same
 // load latency: 6 stages (all the shared memory left beside 32 KB of staging) measured 0.96 of
 // cuBLAS on the Transformer set, against 0.92 with 5. Each operand is multicast over a 2 x 2 cluster:
-// what the SMs pull from L2 per MMA is then that of a 256 x 256 tile. On the H100 (same run, coda
-// bench gemm, transformer set): 2 x 2 0.93 of cuBLAS, 2 x 1 (B shared) 0.81, 1 x 2 (A shared) 0.71,
-// no cluster 0.62, and the fused ops 4-15% faster; on the H200 (fourteenth session) 2 x 2 was 0.94
-// against 0.96. (A 64 x 256 ping-pong tile: 0.91 at 5 stages; 128 x 192: 0.82 on the H100; dropped.)
+// what a cluster reads from L2 per MMA is then that of one 256 x 256 tile. On the H100 (coda bench
+// gemm, transformer set, each beside 2 x 1 in one run): 2 x 2 0.93 of cuBLAS, 2 x 1 (B shared) 0.81,
+// 1 x 2 (A shared) 0.71, no cluster 0.62, and the fused ops 4-15% faster; on the H200 (fourteenth
+// session) 2 x 2 was 0.94 against 0.96. (A 64 x 256 ping-pong tile: 0.91 at 5 stages; 128 x 192: 0.82 on the H100; dropped.)
 using TilePingPongM128N128 = TileConfig<128, 128, 128, 128, 6, 2, 2, 2>;  // A and B multicast over 2 x 2
 
 }  // namespace coda::mainloop
