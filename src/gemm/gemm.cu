@@ -302,11 +302,7 @@ mainloop::LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, co
   s.batches = int32_t(p.batch);
   s.cluster_tiles = int32_t(plan.cluster_tiles);
   s.k_blocks = int32_t(ceil_div(p.k, 64));
-  // The ping-pong tile runs faster in narrower groups (H100, the transformer set of coda bench gemm,
-  // geometric mean against cuBLAS: group 8 0.79-0.80, falling with K to 0.52-0.57 at K = 28672;
-  // group 4 0.81-0.83, 0.69 there; 2 as 4; 16 0.76; 32 0.67). Why is not established.
-  const int default_group = plan.public_plan.tile == GemmTile::pingpong_m128n128 ? 4 : 8;
-  s.group_m = options.raster_group > 0 ? options.raster_group : default_group;
+  s.group_m = options.raster_group > 0 ? options.raster_group : 8;
   s.splits = plan.public_plan.split_k;
   s.stream_k_tiles = plan.public_plan.stream_k_tiles;
   s.max_segments = plan.max_segments;

@@ -66,7 +66,7 @@ struct GemmOptions {
   // H200 the fixup of the shared tiles cost more than the idle SMs it saves on every Transformer
   // shape measured (bench/RESULTS.md).
   bool stream_k = false;
-  int raster_group = 0;        // tile-order group height in cluster rows; 0: default (8; ping-pong 4)
+  int raster_group = 0;        // tile-order group height in cluster rows; 0: default (8)
   int max_ctas = 0;            // cap on persistent CTAs (e.g. to leave SMs to other work); 0: all SMs
   void* workspace = nullptr;   // zero-filled device memory of at least gemm_workspace_bytes() bytes
   std::size_t workspace_bytes = 0;
