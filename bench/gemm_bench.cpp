@@ -212,6 +212,8 @@ int gemm_benchmark(int argc, char** argv) {
       forced.split_k = std::atoi(value), ++i;
     } else if (arg == "--raster") {
       forced.raster_group = std::atoi(value), ++i;
+    } else if (arg == "--max-ctas") {
+      forced.max_ctas = std::atoi(value), ++i;
     } else if (arg == "--warmup-ms") {
       set_warmup_ms(std::atof(value)), ++i;
     } else {

@@ -128,6 +128,15 @@ int ops_benchmark(int argc, char** argv) {
           residual_rmsnorm(bf16(y), bf16(residual), static_cast<float*>(g.data), bf16(hout), bf16(u), t, h, 1e-6f, stream);
         },
         0.0, cublas, arena, stream));
+    // The same without U: RMSNorm's weight folded into the next GEMM's (rmsnorm.hpp). The unfused
+    // sequence is the same: it writes H and the normalized rows that GEMM reads.
+    rows.push_back(measure(
+        "residual+rmsnorm, no U", "T=16384 H=" + std::to_string(h), x, w,
+        [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, {}, 1e-6f, hout, {}, rstd, ws, bytes, stream); },
+        [&](const TensorView& y) {
+          residual_rmsnorm(bf16(y), bf16(residual), static_cast<float*>(g.data), bf16(hout), bf16(u), t, h, 1e-6f, stream);
+        },
+        0.0, cublas, arena, stream));
   }
   {
     Arena arena;

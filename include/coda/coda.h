@@ -88,7 +88,8 @@ coda_status coda_gemm_rope(const coda_tensor* x, const coda_tensor* w, const cod
                            const coda_tensor* cos, const coda_tensor* sin, int32_t head_dim, int32_t rotated_heads,
                            const coda_tensor* out, const coda_tensor* row_scale, void* stream);
 
-/* h = X W^T + residual, u = h * weight, rstd = rsqrt(mean(h^2) + eps) (kernel 4 + its reduction). */
+/* h = X W^T + residual, u = h * weight, rstd = rsqrt(mean(h^2) + eps) (kernel 4 + its reduction).
+   u may be NULL (not stored; weight, then unread, may be NULL too): for a W2 with the weight folded in. */
 size_t coda_residual_rmsnorm_workspace_bytes(int64_t m, int64_t n);
 coda_status coda_gemm_residual_rmsnorm(const coda_tensor* x, const coda_tensor* w, const coda_tensor* residual,
                                        const coda_tensor* weight, float eps, const coda_tensor* h,

@@ -85,7 +85,7 @@ coda_status coda_gemm_residual_rmsnorm(const coda_tensor* x, const coda_tensor* 
                                        size_t workspace_bytes, void* stream) {
   Views v("coda_gemm_residual_rmsnorm");
   const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), rv = v.tile("residual", residual),
-                         gv = v.vector("weight", weight), hv = v.tile("h", h), uv = v.tile("u", u),
+                         gv = v.optional_vector("weight", weight), hv = v.tile("h", h), uv = v.optional_tile("u", u),
                          sv = v.vector("rstd", rstd);
   if (v.check.failed()) return finish(v.check.status());
   return finish(coda::ops::try_gemm_residual_rmsnorm(xv, wv, rv, gv, eps, hv, uv, sv, workspace, workspace_bytes,

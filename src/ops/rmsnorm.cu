@@ -45,8 +45,9 @@ void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const Tenso
   const GemmShape g = check_projection(check, x, w);
   check_output(check, "residual", residual, g.m, g.n, x.dtype);
   check_output(check, "h", h, g.m, g.n, x.dtype);
-  check_output(check, "u", u, g.m, g.n, x.dtype);
-  check_vector(check, "weight", weight, g.n, {DType::f32, DType::bf16, DType::f16});
+  // Without u (g folded into the next GEMM's weight) the weight is not read: it may be empty too.
+  if (u.data) check_output(check, "u", u, g.m, g.n, x.dtype);
+  if (u.data || weight.data) check_vector(check, "weight", weight, g.n, {DType::f32, DType::bf16, DType::f16});
   check_vector(check, "rstd", rstd, g.m, {DType::f32});
   check.require(eps >= 0.0f, "eps", concat("is ", eps, " but must be >= 0"))
       .not_null("workspace", workspace)
@@ -60,8 +61,10 @@ void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const Tenso
   epilogue::ResidualRmsNorm program;
   program.residual = epilogue::tile_in(residual, "residual");
   program.residual_out = epilogue::tile_out(h, "h");
-  program.out = epilogue::tile_out(u, "u");
-  program.weight = epilogue::row_vector(weight, "weight");
+  if (u.data) {
+    program.out = epilogue::tile_out(u, "u");
+    program.weight = epilogue::row_vector(weight, "weight");
+  }
   program.sum_squares = epilogue::row_partials(TensorView::matrix(workspace, DType::f32, g.m, parts), "workspace");
   launch_program(plan, program, stream);
   const int threads = 128;  // 128 CTAs at 16K rows: more SMs share the loads

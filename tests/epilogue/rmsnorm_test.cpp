@@ -70,6 +70,33 @@ TEST_P(EpilogueRmsNorm, ResidualRmsNormStoresHAndUAndSumsOfSquares) {
   }
 }
 
+// Without U (g folded into the next GEMM's weight): H and the sums of squares as before; the
+// weight, null, is never read.
+TEST_P(EpilogueRmsNorm, ResidualRmsNormWithoutUStoresHAndSumsOfSquares) {
+  const ProblemShape shape{150, 200};
+  const auto acc = random_accumulators(shape);
+  const HostTensor residual = random_input(DType::bf16, shape.rows, shape.cols, shape.batch, -2.0, 2.0);
+  HostTensor residual_out = poisoned_output(DType::bf16, shape.rows, shape.cols, shape.batch);
+  PartialsBuffer sum_squares(shape.rows, part_count(shape.cols, part().cols), shape.batch);
+  run_batches(epilogue::ResidualRmsNorm{.residual = tile_in(residual),
+                                        .residual_out = tile_out(residual_out),
+                                        .sum_squares = sum_squares.partials()},
+              acc, part());
+  const std::vector<double> unit_weight(std::size_t(shape.cols), 1.0);
+  std::vector<ref::ResidualRmsNorm> want;
+  for (int64_t b = 0; b < shape.batch; ++b)
+    want.push_back(ref::residual_rmsnorm(acc[std::size_t(b)], residual.matrix(b), unit_weight, part().cols));
+  const auto field = [&](ref::Matrix ref::ResidualRmsNorm::*member) {
+    return per_batch(acc, [&](const ref::Matrix&, int64_t b) { return want[std::size_t(b)].*member; });
+  };
+  {
+    SCOPED_TRACE("H");
+    expect_output(residual_out, field(&ref::ResidualRmsNorm::residual));
+  }
+  SCOPED_TRACE("sums of squares of H");
+  expect_partials(sum_squares, field(&ref::ResidualRmsNorm::sum_squares));
+}
+
 TEST_P(EpilogueRmsNorm, RowScale) {
   const ProblemShape shape{150, 300};
   for (const DType out_type : {DType::bf16, DType::f32}) {

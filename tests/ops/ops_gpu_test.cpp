@@ -159,6 +159,40 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
   }
 }
 
+// Without u (g folded into the next GEMM's weight, W2' = W2 diag(g)): H and rstd bit for bit those
+// of the op with u, nothing written past H's edges, both against the fp64 reference.
+TEST(OpsGpu, ResidualRmsNormWithoutUMatchesTheOpWithU) {
+  CODA_REQUIRE_HOPPER();
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << ", " << seed_note());
+    DeviceTensor x(DType::bf16, s.m, s.k), w1(DType::bf16, s.n, s.k), r(DType::bf16, s.m, s.n), g(DType::f32, 1, s.n);
+    x.random();
+    w1.random();
+    r.random(-2.0, 2.0);
+    g.random(0.5, 1.5);
+    DeviceTensor h(DType::bf16, s.m, s.n), u(DType::bf16, s.m, s.n), rstd(DType::f32, 1, s.m);
+    DeviceTensor h_alone(DType::bf16, s.m, s.n), rstd_alone(DType::f32, 1, s.m);
+    for (DeviceTensor* t : {&h, &u, &rstd, &h_alone, &rstd_alone}) t->poison();
+    DeviceBuffer workspace(ops::residual_rmsnorm_workspace_bytes(s.m, s.n));
+    ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), g.vector_view(), 1e-6f, h.view(), u.view(),
+                               rstd.vector_view(), workspace.get(), workspace.bytes());
+    ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), {}, 1e-6f, h_alone.view(), {}, rstd_alone.vector_view(),
+                               workspace.get(), workspace.bytes());
+    CODA_CUDA_CHECK(cudaDeviceSynchronize());
+    for (DeviceTensor* t : {&h, &rstd, &h_alone, &rstd_alone}) t->download();
+    EXPECT_EQ(unwritten(h_alone.host) + unwritten(rstd_alone.host), 0);
+    EXPECT_TRUE(h_alone.written_only_inside());
+    EXPECT_EQ(h_alone.host.bytes, h.host.bytes);
+    EXPECT_EQ(rstd_alone.host.bytes, rstd.host.bytes);
+
+    const ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
+    const ref::ResidualRmsNorm want = ref::residual_rmsnorm(y, matrix_of(r), g.host.matrix().data, kPartCols);
+    EXPECT_LT(ref::relative_error(h_alone.host.matrix(), want.residual), kBf16Tolerance);
+    EXPECT_LT(ref::relative_error(rstd_alone.host.matrix().data, ref::rstd_from_partials(want.sum_squares, s.n, 1e-6f)),
+              1e-5);
+  }
+}
+
 // The GPU executor reads the RMSNorm weight once per part, two columns per load where the
 // vector's alignment allows and one by one where it does not (and in edge parts): every dtype,
 // aligned and one element off. M = 200, N = 600: interior and edge parts both ways.

@@ -65,6 +65,18 @@ TEST(OpsValidation, ResidualRmsNormRules) {
   EXPECT_THAT(error(-1.0f, enough, vec(32)), HasSubstr("argument 'eps': is -1 but must be >= 0"));
   EXPECT_THAT(error(1e-6f, enough - 4, vec(32)), HasSubstr("argument 'workspace': holds"));
   EXPECT_THAT(error(1e-6f, enough, vec(31)), HasSubstr("argument 'weight': length 31 must be 32"));
+  // u is optional (g folded into the next GEMM's weight); the weight is then optional too, but
+  // still checked when given, and required whenever u is stored.
+  auto error_without_u = [&](const TensorView& weight, const TensorView& u) {
+    return ops::try_gemm_residual_rmsnorm(tile(64, 32), tile(32, 32), tile(64, 32), weight, 1e-6f, tile(64, 32), u,
+                                          vec(64), memory, enough)
+        .message();
+  };
+  EXPECT_THAT(error_without_u({}, tile(64, 32)), HasSubstr("argument 'weight': is a null pointer"));
+  EXPECT_THAT(error_without_u(vec(31), {}), HasSubstr("argument 'weight': length 31 must be 32"));
+  EXPECT_THAT(error_without_u({}, tile(64, 31)), HasSubstr("argument 'u'"));
+  if (!hopper_available())  // valid arguments: on to the device check (host memory here: no launch on a GPU)
+    EXPECT_THAT(error_without_u({}, {}), HasSubstr("coda::ops::gemm_residual_rmsnorm: no CUDA device"));
   EXPECT_THAT(ops::try_gemm_row_scale(tile(64, 32), tile(32, 32), vec(64, DType::bf16), tile(64, 32)).message(),
               HasSubstr("coda::ops::gemm_row_scale: argument 'rstd': dtype bf16 is not supported here"));
 }

@@ -18,7 +18,7 @@ int bench(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "timeline") return coda::bench::timeline_benchmark(argc - 1, argv + 1);
   std::fprintf(stderr,
                "usage: coda bench gemm [--set transformer|square|decode|backward|quick|all] [--dtype bf16|f16]"
-               " [--tile NAME] [--split N] [--raster N] [--json PATH] [--warmup-ms MS]\n"
+               " [--tile NAME] [--split N] [--raster N] [--max-ctas N] [--json PATH] [--warmup-ms MS]\n"
                "       coda bench ops [--json PATH] [--warmup-ms MS]\n"
                "       coda bench primitives\n"
                "       coda bench timeline\n");

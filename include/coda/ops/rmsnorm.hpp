@@ -7,6 +7,13 @@
 //
 // x, w1, residual, h, u share one type (bf16 or f16); g is f32, bf16 or f16; rstd f32. The
 // workspace holds the per-tile sums of squares: residual_rmsnorm_workspace_bytes(M, N).
+//
+// u is optional: g scales along W2's K, so it can be folded into W2 once (W2' = W2 diag(g)) and
+// the second GEMM read h itself; with an empty u (data null) U is not stored and g not read (it
+// may be empty too), a third less memory traffic in the epilogue:
+//
+//   coda::ops::gemm_residual_rmsnorm(x, w1, residual, {}, 1e-6f, h, {}, rstd, workspace, bytes, stream);
+//   coda::ops::gemm_row_scale(h, w2_times_g, rstd, z, stream);
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,7 +29,7 @@ namespace coda::ops {
 
 std::size_t residual_rmsnorm_workspace_bytes(int64_t m, int64_t n);
 
-/// Kernel 4 and the rstd reduction. h, u: M x N; rstd: M (f32).
+/// Kernel 4 and the rstd reduction. h, u: M x N (u optional: data null, not stored); rstd: M (f32).
 void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const TensorView& residual,
                            const TensorView& weight, float eps, const TensorView& h, const TensorView& u,
                            const TensorView& rstd, void* workspace, std::size_t workspace_bytes,

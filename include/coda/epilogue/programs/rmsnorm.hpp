@@ -3,9 +3,13 @@
 //
 //   kernel 4:  H = X W1^T + R   (store H: the new residual stream)
 //              S[m, b] = sum over the part's columns of H^2   (fp32, from H before rounding)
-//              U = H * g         (store U: the next GEMM's input)
+//              U = H * g         (store U: the next GEMM's input; optional, see below)
 //   aux:       rstd[m] = rsqrt(sum_b S[m, b] / N + eps)
 //   kernel 5:  Z = rstd[m] * (U W2^T)   == RMSNorm(H) W2^T, since rstd is one scalar per row
+//
+// g scales along the second GEMM's K, so it can live in that GEMM's weight instead: with
+// W2' = W2 diag(g), Z = rstd[m] * (H W2'^T), and U need not exist (out.data null: not stored, a
+// third less of the epilogue's memory traffic).
 #pragma once
 
 #include "coda/epilogue/program.hpp"
@@ -17,7 +21,7 @@ struct ResidualRmsNorm {
   TileOut residual_out{};  // H, M x N
   Partials sum_squares{};  // S, M x parts along N
   RowVector weight{};      // g, N
-  TileOut out{};           // U, M x N
+  TileOut out{};           // U, M x N; optional (data null: not stored, g unread)
 
   template <class Inputs>
   CODA_HD void tile_inputs(Inputs& in) const { in(residual); }
@@ -33,7 +37,7 @@ struct ResidualRmsNorm {
     t.map([&](Element& x) { x.value += t.load(residual, x); });
     t.store(residual_out);
     t.row_reduce(sum_squares, Sum{}, [](const Element& x) { return x.value * x.value; });
-    t.store(out, [&](const Element& x) { return x.value * t.load(weight, x); });
+    if (out.data) t.store(out, [&](const Element& x) { return x.value * t.load(weight, x); });
   }
 };
 
