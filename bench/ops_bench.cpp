@@ -30,11 +30,11 @@ struct Row {
   std::string op, shape;
   double flops;
   double fused_ms, gemm_ms, cublas_ms, unfused_ms, torch_compile_ms;
-  double pingpong_ms;  // coda's GEMM on the ping-pong tile, the mainloop the fused ops run on
+  double pingpong_ms;  // coda's GEMM on the ping-pong tile, the fused ops' mainloop at K < 4096
 };
 
-// Times the fused op, our GEMM of the same shape (its default tile, and the ping-pong tile the
-// fused ops run on), cuBLAS, and the unfused sequence (cuBLAS plus `rest`), side by side
+// Times the fused op, our GEMM of the same shape (its default tile, and the ping-pong tile, the
+// fused ops' at K < 4096), cuBLAS, and the unfused sequence (cuBLAS plus `rest`), side by side
 // (alternating rounds) on the same buffers.
 Row measure(const std::string& op, const std::string& shape, const TensorView& x, const TensorView& w,
             const std::function<void(int)>& fused, const std::function<void(const TensorView& y)>& rest,
@@ -159,7 +159,8 @@ int ops_benchmark(int argc, char** argv) {
 
   std::printf("coda bench ops: %s, bf16, median of CUDA-graph replays; fused vs coda GEMM alone (same shape, its "
               "default tile), cuBLAS alone, cuBLAS + plain CUDA kernels, torch.compile (PERFORMANCE.md, H200), and coda "
-              "GEMM on the ping-pong tile the fused ops use\n",
+              "GEMM on the ping-pong tile (the fused ops' tile at K < 4096; from K = 4096, except residual + RMSNorm, they run "
+              "on m128n256)\n",
               current_device().name.c_str());
   std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s\n", "op", "shape", "fused ms", "GEMM ms", "fused/", "cuBLAS",
               "unfused", "compile", "TF/s", "ping-pong", "fused/");

@@ -103,7 +103,8 @@ int primitives_benchmark(int, char**) {
     const GemmOperand a{x, Major::k}, b{w, Major::k};
     GemmOptions pingpong;
     pingpong.tile = GemmTile::pingpong_m128n128;
-    const mainloop::LaunchPlan plan = plan_program(a, b, {}, "coda bench primitives");
+    // Every program on the ping-pong tile, beside that tile's plain GEMM and the default one.
+    const mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, pingpong, "coda bench primitives");
     // Each program is timed side by side with the two plain GEMMs (alternating rounds, timing.hpp):
     // the H200's clock drifts under its power limit, and the drift then moves all three alike.
     auto row = [&]<DType... Also>(const char* name, auto program, OutputTypes<Also...> output_types = {}) {

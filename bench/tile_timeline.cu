@@ -182,7 +182,9 @@ int timeline_benchmark(int, char**) {
   // A case's operands and plan, and the store-only row its programs are measured against.
   auto start_case = [&](int64_t m, int64_t n, int64_t k, const TensorView& out, const char* shape) {
     const TensorView x = allocate(bf, m, k, true), w = allocate(bf, n, k, true);
-    const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, {}, "coda bench timeline");
+    // The timeline instruments the ping-pong kernel (its turn waits).
+    const mainloop::LaunchPlan plan =
+        mainloop::plan_launch({x, Major::k}, {w, Major::k}, {.tile = GemmTile::pingpong_m128n128}, "coda bench timeline");
     print("store", shape, time_program(plan, StoreOnly{tile_out(out, "out")}, stream));
     return plan;
   };

@@ -55,7 +55,8 @@ void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const Tenso
                concat("holds ", workspace_bytes, " bytes but needs ", residual_rmsnorm_workspace_bytes(g.m, g.n),
                       " (coda::ops::residual_rmsnorm_workspace_bytes)"));
   check.throw_if_error();
-  const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, options, kFunction);
+  const mainloop::LaunchPlan plan =
+      plan_program<epilogue::ResidualRmsNorm>({x, Major::k}, {w, Major::k}, options, kFunction);
 
   const int64_t parts = parts_along(g.n);
   epilogue::ResidualRmsNorm program;
@@ -90,7 +91,7 @@ void gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& 
   check_output(check, "out", out, g.m, g.n, x.dtype);
   check_vector(check, "rstd", rstd, g.m, {DType::f32});
   check.throw_if_error();
-  const mainloop::LaunchPlan plan = plan_program({x, Major::k}, {w, Major::k}, options, kFunction);
+  const mainloop::LaunchPlan plan = plan_program<epilogue::RowScale>({x, Major::k}, {w, Major::k}, options, kFunction);
   epilogue::RowScale program;
   program.scale = epilogue::column_vector(rstd, "rstd");
   program.out = epilogue::tile_out(out, "out");

@@ -74,22 +74,30 @@ struct Case {
   HostTensor& expected_of(const DeviceTensor& out) { return expected[std::size_t(&out - outputs.data())]; }
 
   // Run `gpu` (device descriptors) through the GEMM and `cpu` (host descriptors) on the product,
-  // then compare every output.
+  // then compare every output; on each tile a program runs on (launch.cuh): ping-pong and, unless
+  // it stages a tile input, the cooperative m128n256 (the outputs poisoned again in between).
   template <class GpuProgram, class CpuProgram, DType... Also, Major A = Major::k, Major B = Major::k>
   void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, OutputTypes<Also...> output_types = {},
                        OperandMajors<A, B> majors = {}) {
-    const mainloop::LaunchPlan plan = plan_program({x.view(), a_major}, {w.view(), b_major}, {}, "test");
-    launch_program(plan, gpu, nullptr, output_types, majors);
-    CODA_CUDA_CHECK(cudaDeviceSynchronize());
     run_on_cpu(cpu, product);
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-      outputs[i].download();
-      const ref::Matrix got = outputs[i].host.matrix(), want = expected[i].matrix();
-      int64_t unwritten = 0;
-      for (double v : got.data) unwritten += std::isnan(v) ? 1 : 0;
-      EXPECT_EQ(unwritten, 0) << "output " << i;
-      EXPECT_TRUE(outputs[i].written_only_inside()) << "output " << i << " was written past its edges";
-      EXPECT_LT(ref::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
+    std::vector<GemmTile> tiles{GemmTile::pingpong_m128n128};
+    if constexpr (!epilogue::StagesAnInput<GpuProgram>) tiles.push_back(GemmTile::m128n256);
+    for (const GemmTile tile : tiles) {
+      SCOPED_TRACE(::testing::Message() << "tile " << name(tile));
+      for (DeviceTensor& out : outputs) out.poison();
+      const mainloop::LaunchPlan plan =
+          plan_program<GpuProgram>({x.view(), a_major}, {w.view(), b_major}, {.tile = tile}, "test");
+      launch_program(plan, gpu, nullptr, output_types, majors);
+      CODA_CUDA_CHECK(cudaDeviceSynchronize());
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        outputs[i].download();
+        const ref::Matrix got = outputs[i].host.matrix(), want = expected[i].matrix();
+        int64_t unwritten = 0;
+        for (double v : got.data) unwritten += std::isnan(v) ? 1 : 0;
+        EXPECT_EQ(unwritten, 0) << "output " << i;
+        EXPECT_TRUE(outputs[i].written_only_inside()) << "output " << i << " was written past its edges";
+        EXPECT_LT(ref::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
+      }
     }
   }
 

@@ -55,10 +55,11 @@ int64_t unwritten(const HostTensor& t) {
 
 TEST(OpsGpu, SwigluMatchesReferenceAndCpuExecutor) {
   CODA_REQUIRE_HOPPER();
+  for (const GemmTile tile : {GemmTile::automatic, GemmTile::m128n256})  // K < 4096: ping-pong, then cooperative
   for (const Shape& s : kShapes)
     for (int variant = 0; variant < 3; ++variant) {  // plain, + pre-activation, + row scale (kernel 6)
-      SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " variant " << variant << ", "
-                                        << seed_note());
+      SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " variant " << variant
+                                        << " tile " << name(tile) << ", " << seed_note());
       DeviceTensor x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k);
       x.random();
       w.random();
@@ -67,6 +68,7 @@ TEST(OpsGpu, SwigluMatchesReferenceAndCpuExecutor) {
       out.poison();
       pre.poison();
       ops::SwigluOptions options;
+      options.gemm.tile = tile;
       if (variant == 1) options.pre_activation = pre.view();
       if (variant == 2) options.row_scale = rstd.vector_view();
       ops::gemm_swiglu(x.view(), w.view(), out.view(), nullptr, options);
@@ -272,14 +274,16 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
     const CacheTable cos(cache.cos, head_dim / 2 + layout.pad, layout.offset),
         sin(cache.sin, head_dim / 2 + layout.pad, layout.offset);
     const bool first_layout = &layout == &layouts[0];
+    for (const GemmTile tile : {GemmTile::automatic, GemmTile::m128n256})  // ping-pong (K < 4096), cooperative
     for (const Shape& s : kShapes)
       for (int variant = 0; variant < 2; ++variant) {  // plain, + row scale (kernel 7)
         if (!first_layout && (s.n < 600 || s.m > 1024 || variant == 1)) continue;  // the other layouts: three shapes
+        if (!first_layout && tile != GemmTile::automatic) continue;
         const int64_t n = (s.n / head_dim) * head_dim, heads = n / head_dim;
         const int rotated = int(heads > 1 ? heads - 1 : heads);  // the last head passes through (V)
         SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << n << " K=" << s.k << " variant " << variant
                                           << " head_dim " << head_dim << " cache ld " << cos.ld() << " offset "
-                                          << layout.offset << ", " << seed_note());
+                                          << layout.offset << " tile " << name(tile) << ", " << seed_note());
         DeviceTensor x(DType::bf16, s.m, s.k), w(DType::bf16, n, s.k), rstd(DType::f32, 1, s.m);
         x.random();
         w.random();
@@ -290,6 +294,7 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
         DeviceTensor out(DType::bf16, s.m, n);
         out.poison();
         ops::RopeOptions options;
+        options.gemm.tile = tile;
         if (variant == 1) options.row_scale = rstd.vector_view();
         ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(head_dim / 2), sin.view(head_dim / 2), head_dim,
                        rotated, out.view(), nullptr, options);
@@ -358,11 +363,13 @@ TEST(OpsGpu, CrossEntropyMatchesReferenceForEveryOption) {
                               {ops::LossReduction::sum, 0, 0, 30.0f, false, true},
                               {ops::LossReduction::mean, 0.05f, 1e-4f, 15.0f, false, true}};
   const Shape shapes[] = {{1, 1000, 64}, {200, 5000 + 17, 136}, {512, 32000, 256}};
+  for (const GemmTile tile : {GemmTile::automatic, GemmTile::m128n256})  // ping-pong (K < 4096), cooperative
   for (const Shape& s : shapes)
     for (const Variant& v : variants) {
+      if (tile != GemmTile::automatic && &v != &variants[0] && &v != &variants[3]) continue;
       SCOPED_TRACE(::testing::Message() << "M=" << s.m << " V=" << s.n << " K=" << s.k << " reduction "
                                         << int(v.reduction) << " eps " << v.smoothing << " z " << v.z_loss << " cap "
-                                        << v.softcap << ", " << seed_note());
+                                        << v.softcap << " tile " << name(tile) << ", " << seed_note());
       DeviceTensor x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k), rstd(DType::f32, 1, s.m);
       x.random(-2, 2);
       w.random();
@@ -377,6 +384,7 @@ TEST(OpsGpu, CrossEntropyMatchesReferenceForEveryOption) {
       lse.poison();
       logits.poison();
       ops::CrossEntropyOptions options;
+      options.gemm.tile = tile;
       options.reduction = v.reduction;
       options.label_smoothing = v.smoothing;
       options.z_loss = v.z_loss;
@@ -428,20 +436,21 @@ TEST(OpsGpu, FusedOpsAreBitwiseRepeatable) {
   w.random();
   r.random();
   g.random();
-  DeviceTensor h(DType::bf16, s.m, s.n), u(DType::bf16, s.m, s.n), rstd(DType::f32, 1, s.m), o(DType::bf16, s.m, s.n / 2);
+  DeviceTensor h(DType::bf16, s.m, s.n), u(DType::bf16, s.m, s.n), rstd(DType::f32, 1, s.m), o(DType::bf16, s.m, s.n / 2),
+      o_cooperative(DType::bf16, s.m, s.n / 2);
   DeviceBuffer workspace(ops::residual_rmsnorm_workspace_bytes(s.m, s.n));
-  std::vector<unsigned char> first[4];
+  std::vector<unsigned char> first[5];
+  ops::SwigluOptions cooperative;
+  cooperative.gemm.tile = GemmTile::m128n256;
   for (int run = 0; run < 2; ++run) {
-    h.poison();
-    u.poison();
-    rstd.poison();
-    o.poison();
+    for (DeviceTensor* t : {&h, &u, &rstd, &o, &o_cooperative}) t->poison();
     ops::gemm_residual_rmsnorm(x.view(), w.view(), r.view(), g.vector_view(), 1e-5f, h.view(), u.view(),
                                rstd.vector_view(), workspace.get(), workspace.bytes());
     ops::gemm_swiglu(x.view(), w.view(), o.view());
+    ops::gemm_swiglu(x.view(), w.view(), o_cooperative.view(), nullptr, cooperative);
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
     int i = 0;
-    for (DeviceTensor* t : {&h, &u, &rstd, &o}) {
+    for (DeviceTensor* t : {&h, &u, &rstd, &o, &o_cooperative}) {
       t->download();
       if (run == 0) first[i] = t->host.bytes;
       else EXPECT_EQ(t->host.bytes, first[i]) << "output " << i;

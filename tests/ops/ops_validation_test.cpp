@@ -75,8 +75,9 @@ TEST(OpsValidation, ResidualRmsNormRules) {
   EXPECT_THAT(error_without_u({}, tile(64, 32)), HasSubstr("argument 'weight': is a null pointer"));
   EXPECT_THAT(error_without_u(vec(31), {}), HasSubstr("argument 'weight': length 31 must be 32"));
   EXPECT_THAT(error_without_u({}, tile(64, 31)), HasSubstr("argument 'u'"));
-  if (!hopper_available())  // valid arguments: on to the device check (host memory here: no launch on a GPU)
+  if (!hopper_available()) {  // valid arguments: on to the device check (host memory here: no launch on a GPU)
     EXPECT_THAT(error_without_u({}, {}), HasSubstr("coda::ops::gemm_residual_rmsnorm: no CUDA device"));
+  }
   EXPECT_THAT(ops::try_gemm_row_scale(tile(64, 32), tile(32, 32), vec(64, DType::bf16), tile(64, 32)).message(),
               HasSubstr("coda::ops::gemm_row_scale: argument 'rstd': dtype bf16 is not supported here"));
 }
@@ -123,13 +124,21 @@ TEST(OpsValidation, CAbiChecksTensorsAndCodes) {
   EXPECT_EQ(coda_gemm_row_scale(&x, &w, &lse, &out, nullptr) == CODA_OK, false);  // odd: rstd length 64 ok, but no GPU here or...
 }
 
-// Fused ops run on the ping-pong tile their programs are built for: another tile is refused by name.
+// Fused ops run on the tiles their programs are built for (ping-pong; cooperative m128n256 unless
+// the program stages a tile input): another tile is refused by name.
 TEST(OpsValidation, FusedOpsRefuseOtherTiles) {
   ops::SwigluOptions options;
-  options.gemm.tile = GemmTile::m128n256;
+  options.gemm.tile = GemmTile::m256n128;
   const Status s = ops::try_gemm_swiglu(tile(64, 32), tile(64, 32), tile(64, 32), nullptr, options);
   EXPECT_EQ(s.code(), StatusCode::unsupported);
-  EXPECT_THAT(s.message(), HasSubstr("argument 'options.tile': epilogue programs run on the pingpong_m128n128"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("argument 'options.tile': epilogue programs run on pingpong_m128n128 or m128n256"));
+  const Status rmsnorm =
+      ops::try_gemm_residual_rmsnorm(tile(64, 32), tile(32, 32), tile(64, 32), vec(32), 1e-6f, tile(64, 32),
+                                     tile(64, 32), vec(64), memory, sizeof(memory), nullptr, {.tile = GemmTile::m128n256});
+  EXPECT_EQ(rmsnorm.code(), StatusCode::unsupported);
+  EXPECT_THAT(rmsnorm.message(), HasSubstr("argument 'options.tile': this epilogue program stages a tile input: it runs "
+                                           "on pingpong_m128n128 only"));
 }
 
 // Valid arguments reach the device check, whose message names the op, not the GEMM underneath.

@@ -52,8 +52,9 @@ enum class GemmTile : uint8_t {
   m128n128,   // medium shapes (more tiles to fill the GPU)
   m64n256,    // decode-sized M <= 64
   // Ping-pong: each consumer warpgroup computes whole tiles, the two taking turns (one runs its
-  // epilogue while the other runs its MMAs); 2 x 2 clusters share A and B. Epilogue programs run here;
-  // the heuristic never picks it for a plain GEMM (slower than m128n256 at the power limit).
+  // epilogue while the other runs its MMAs); 2 x 2 clusters share A and B. Epilogue programs run here
+  // (and on m128n256 from K = 4096: coda/epilogue/launch.cuh); the heuristic never picks it for a
+  // plain GEMM (slower than m128n256 at the power limit).
   pingpong_m128n128,
 };
 
