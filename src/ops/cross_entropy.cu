@@ -117,7 +117,8 @@ void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorVi
                concat("holds ", workspace_bytes, " bytes but needs ", layout.floats * 4,
                       " (coda::ops::cross_entropy_workspace_bytes)"));
   check.throw_if_error();
-  const mainloop::LaunchPlan plan = plan_program<epilogue::CrossEntropyPartials>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
+  const mainloop::LaunchPlan plan =
+      plan_program<epilogue::CrossEntropyPartials>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
   float* ws = static_cast<float*>(workspace);
   epilogue::CrossEntropyPartials program;

@@ -33,7 +33,8 @@ void gemm_rope(const TensorView& x, const TensorView& w, const TensorView& posit
         .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2");
   if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
   check.throw_if_error();
-  const mainloop::LaunchPlan plan = plan_program<epilogue::Rope>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
+  const mainloop::LaunchPlan plan =
+      plan_program<epilogue::Rope>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
   epilogue::Rope program;
   program.positions = epilogue::column_vector(positions, "positions");

@@ -22,7 +22,8 @@ void gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out
     check_output(check, "options.pre_activation", options.pre_activation, g.m, g.n, x.dtype);
   if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
   check.throw_if_error();
-  const mainloop::LaunchPlan plan = plan_program<epilogue::Swiglu>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
+  const mainloop::LaunchPlan plan =
+      plan_program<epilogue::Swiglu>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
   epilogue::Swiglu program;
   program.out = epilogue::tile_out(out, "out");

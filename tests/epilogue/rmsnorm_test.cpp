@@ -3,7 +3,10 @@
 // ref::rstd_from_partials against the GEMM-residual-RMSNorm-GEMM forward, plain and fused.
 #include "coda/epilogue/programs/rmsnorm.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "coda/core/layout.hpp"
 #include "coda/reference/epilogues.hpp"
@@ -35,66 +38,71 @@ struct Kernel4Types {
   DType out;       // U
 };
 
+// Each type set with U, then (the first) without: g folded into the next GEMM's weight, the weight
+// null and never read, H and the sums of squares as before.
 TEST_P(EpilogueRmsNorm, ResidualRmsNormStoresHAndUAndSumsOfSquares) {
   const ProblemShape shape{150, 200};
   for (const Kernel4Types types :
        {Kernel4Types{DType::bf16, DType::f32, DType::bf16}, Kernel4Types{DType::f32, DType::bf16, DType::f32},
-        Kernel4Types{DType::f16, DType::f32, DType::f16}}) {
-    SCOPED_TRACE(::testing::Message() << "residual " << name(types.residual) << ", weight " << name(types.weight)
-                                      << ", out " << name(types.out));
-    const auto acc = random_accumulators(shape);
-    const HostTensor residual = random_input(types.residual, shape.rows, shape.cols, shape.batch, -2.0, 2.0);
-    const HostTensor weight = random_row_vector(types.weight, shape.cols, 0.5, 1.5);
-    HostTensor residual_out = poisoned_output(types.residual, shape.rows, shape.cols, shape.batch);
-    HostTensor out = poisoned_output(types.out, shape.rows, shape.cols, shape.batch);
-    PartialsBuffer sum_squares(shape.rows, part_count(shape.cols, part().cols), shape.batch);
-    run_batches(kernel4(residual, residual_out, sum_squares, weight, out), acc, part());
+        Kernel4Types{DType::f16, DType::f32, DType::f16}})
+    for (const bool with_u : {true, false}) {
+      if (!with_u && types.residual != DType::bf16) continue;
+      SCOPED_TRACE(::testing::Message() << "residual " << name(types.residual) << ", weight " << name(types.weight)
+                                        << ", out " << name(types.out) << (with_u ? "" : ", without U"));
+      const auto acc = random_accumulators(shape);
+      const HostTensor residual = random_input(types.residual, shape.rows, shape.cols, shape.batch, -2.0, 2.0);
+      const HostTensor weight = random_row_vector(types.weight, shape.cols, 0.5, 1.5);
+      HostTensor residual_out = poisoned_output(types.residual, shape.rows, shape.cols, shape.batch);
+      HostTensor out = poisoned_output(types.out, shape.rows, shape.cols, shape.batch);
+      PartialsBuffer sum_squares(shape.rows, part_count(shape.cols, part().cols), shape.batch);
+      epilogue::ResidualRmsNorm program = kernel4(residual, residual_out, sum_squares, weight, out);
+      if (!with_u) {
+        program.out = {};
+        program.weight = {};
+      }
+      run_batches(program, acc, part());
 
-    std::vector<ref::ResidualRmsNorm> want;
-    for (int64_t b = 0; b < shape.batch; ++b)
-      want.push_back(
-          ref::residual_rmsnorm(acc[std::size_t(b)], residual.matrix(b), row_vector_values(weight), part().cols));
-    const auto field = [&](ref::Matrix ref::ResidualRmsNorm::*member) {
-      return per_batch(acc, [&](const ref::Matrix&, int64_t b) { return want[std::size_t(b)].*member; });
-    };
-    {
-      SCOPED_TRACE("H");
-      expect_output(residual_out, field(&ref::ResidualRmsNorm::residual));
+      std::vector<ref::ResidualRmsNorm> want;
+      for (int64_t b = 0; b < shape.batch; ++b)
+        want.push_back(
+            ref::residual_rmsnorm(acc[std::size_t(b)], residual.matrix(b), row_vector_values(weight), part().cols));
+      const auto field = [&](ref::Matrix ref::ResidualRmsNorm::*member) {
+        return per_batch(acc, [&](const ref::Matrix&, int64_t b) { return want[std::size_t(b)].*member; });
+      };
+      {
+        SCOPED_TRACE("H");
+        expect_output(residual_out, field(&ref::ResidualRmsNorm::residual));
+      }
+      if (with_u) {
+        SCOPED_TRACE("U");
+        expect_output(out, field(&ref::ResidualRmsNorm::weighted));
+      } else {
+        for (int64_t b = 0; b < shape.batch; ++b)
+          for (double v : out.matrix(b).data) ASSERT_TRUE(std::isnan(v)) << "U was written without a descriptor";
+      }
+      SCOPED_TRACE("sums of squares of H");
+      expect_partials(sum_squares, field(&ref::ResidualRmsNorm::sum_squares));
     }
-    {
-      SCOPED_TRACE("U");
-      expect_output(out, field(&ref::ResidualRmsNorm::weighted));
-    }
-    SCOPED_TRACE("sums of squares of H");
-    expect_partials(sum_squares, field(&ref::ResidualRmsNorm::sum_squares));
-  }
 }
 
-// Without U (g folded into the next GEMM's weight): H and the sums of squares as before; the
-// weight, null, is never read.
-TEST_P(EpilogueRmsNorm, ResidualRmsNormWithoutUStoresHAndSumsOfSquares) {
-  const ProblemShape shape{150, 200};
+// U is H * weight: a program that stores U without a weight is refused, naming the weight.
+TEST_P(EpilogueRmsNorm, ResidualRmsNormRefusesUWithoutAWeight) {
+  const ProblemShape shape{64, 64};
   const auto acc = random_accumulators(shape);
-  const HostTensor residual = random_input(DType::bf16, shape.rows, shape.cols, shape.batch, -2.0, 2.0);
+  const HostTensor residual = random_input(DType::bf16, shape.rows, shape.cols, shape.batch);
   HostTensor residual_out = poisoned_output(DType::bf16, shape.rows, shape.cols, shape.batch);
+  HostTensor out = poisoned_output(DType::bf16, shape.rows, shape.cols, shape.batch);
   PartialsBuffer sum_squares(shape.rows, part_count(shape.cols, part().cols), shape.batch);
-  run_batches(epilogue::ResidualRmsNorm{.residual = tile_in(residual),
-                                        .residual_out = tile_out(residual_out),
-                                        .sum_squares = sum_squares.partials()},
-              acc, part());
-  const std::vector<double> unit_weight(std::size_t(shape.cols), 1.0);
-  std::vector<ref::ResidualRmsNorm> want;
-  for (int64_t b = 0; b < shape.batch; ++b)
-    want.push_back(ref::residual_rmsnorm(acc[std::size_t(b)], residual.matrix(b), unit_weight, part().cols));
-  const auto field = [&](ref::Matrix ref::ResidualRmsNorm::*member) {
-    return per_batch(acc, [&](const ref::Matrix&, int64_t b) { return want[std::size_t(b)].*member; });
-  };
-  {
-    SCOPED_TRACE("H");
-    expect_output(residual_out, field(&ref::ResidualRmsNorm::residual));
+  const epilogue::ResidualRmsNorm program{.residual = tile_in(residual),
+                                          .residual_out = tile_out(residual_out),
+                                          .sum_squares = sum_squares.partials(),
+                                          .out = tile_out(out)};
+  try {
+    run_batches(program, acc, part());
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("argument 'weight': is null, but U (out) is stored"));
   }
-  SCOPED_TRACE("sums of squares of H");
-  expect_partials(sum_squares, field(&ref::ResidualRmsNorm::sum_squares));
 }
 
 TEST_P(EpilogueRmsNorm, RowScale) {

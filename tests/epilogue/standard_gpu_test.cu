@@ -3,6 +3,8 @@
 // with two tile inputs, vector scales, an activation and a whole-part reduction.
 #include "standard_gpu_case.hpp"
 
+#include "coda/epilogue/programs/rmsnorm.hpp"
+
 namespace coda::test {
 namespace {
 
@@ -48,6 +50,27 @@ TEST(StandardProgramsGpu, LinearCombinationMatchesTheCpuExecutor) {
       if (every_term) c.run_and_compare(program(true, epilogue::LinearCombination{}), on_cpu);
       else c.run_and_compare(program(true, BiasGelu{}), on_cpu);
     }
+}
+
+// plan_program picks a program's tile by K (launch.cuh): ping-pong below kCooperativeProgramMinK,
+// the cooperative m128n256 from it (K read along either major of A), and ping-pong whatever K for a
+// program that stages a tile input.
+TEST(StandardProgramsGpu, ProgramsPickTheirTileByK) {
+  CODA_REQUIRE_HOPPER();
+  const int64_t k = kCooperativeProgramMinK;
+  DeviceTensor x(DType::bf16, 128, k), x_m_major(DType::bf16, k, 128), w(DType::bf16, 256, k);
+  auto tile = [&]<class Program>(const DeviceTensor& a, Major a_major, int64_t k_used) {
+    TensorView a_view = a.view(), w_view = w.view();
+    if (a_major == Major::k) a_view.shape[1] = k_used;
+    else a_view.shape[0] = k_used;
+    w_view.shape[1] = k_used;
+    return plan_program<Program>({a_view, a_major}, {w_view, Major::k}, {}, "test").summary.tile;
+  };
+  EXPECT_EQ(tile.operator()<epilogue::Swiglu>(x, Major::k, k - 64), GemmTile::pingpong_m128n128);
+  EXPECT_EQ(tile.operator()<epilogue::Swiglu>(x, Major::k, k), GemmTile::m128n256);
+  EXPECT_EQ(tile.operator()<epilogue::Swiglu>(x_m_major, Major::mn, k), GemmTile::m128n256);
+  EXPECT_EQ(tile.operator()<epilogue::Swiglu>(x_m_major, Major::mn, k - 64), GemmTile::pingpong_m128n128);
+  EXPECT_EQ(tile.operator()<epilogue::ResidualRmsNorm>(x, Major::k, k), GemmTile::pingpong_m128n128);
 }
 
 }  // namespace

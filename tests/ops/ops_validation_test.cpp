@@ -17,6 +17,7 @@ namespace coda {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 alignas(256) unsigned char memory[1 << 20];
 
@@ -76,7 +77,10 @@ TEST(OpsValidation, ResidualRmsNormRules) {
   EXPECT_THAT(error_without_u(vec(31), {}), HasSubstr("argument 'weight': length 31 must be 32"));
   EXPECT_THAT(error_without_u({}, tile(64, 31)), HasSubstr("argument 'u'"));
   if (!hopper_available()) {  // valid arguments: on to the device check (host memory here: no launch on a GPU)
-    EXPECT_THAT(error_without_u({}, {}), HasSubstr("coda::ops::gemm_residual_rmsnorm: no CUDA device"));
+    const Status s = ops::try_gemm_residual_rmsnorm(tile(64, 32), tile(32, 32), tile(64, 32), {}, 1e-6f, tile(64, 32),
+                                                    {}, vec(64), memory, enough);
+    EXPECT_EQ(s.code(), StatusCode::unsupported);
+    EXPECT_THAT(s.message(), Not(HasSubstr("argument")));
   }
   EXPECT_THAT(ops::try_gemm_row_scale(tile(64, 32), tile(32, 32), vec(64, DType::bf16), tile(64, 32)).message(),
               HasSubstr("coda::ops::gemm_row_scale: argument 'rstd': dtype bf16 is not supported here"));
@@ -120,8 +124,20 @@ TEST(OpsValidation, CAbiChecksTensorsAndCodes) {
                                     nullptr),
             CODA_INVALID_ARGUMENT);
   EXPECT_THAT(coda_last_error(), HasSubstr("argument 'options.reduction'"));
-  EXPECT_GT(coda_residual_rmsnorm_workspace_bytes(64, 300), 0u);
-  EXPECT_EQ(coda_gemm_row_scale(&x, &w, &lse, &out, nullptr) == CODA_OK, false);  // odd: rstd length 64 ok, but no GPU here or...
+  EXPECT_EQ(coda_gemm_row_scale(&x, &w, &lse, &out, nullptr), CODA_INVALID_ARGUMENT);  // out must be 64 x 64
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'out'"));
+  // Residual + RMSNorm: u and the weight may be NULL together (the weight folded into the next GEMM).
+  const std::size_t bytes = coda_residual_rmsnorm_workspace_bytes(64, 64);
+  ASSERT_LE(bytes, sizeof(memory));
+  coda_tensor square = {memory, CODA_BF16, 2, {64, 64}, {64, 1}};
+  EXPECT_EQ(coda_gemm_residual_rmsnorm(&x, &w, &square, nullptr, 1e-6f, &square, &square, &lse, memory, bytes, nullptr),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'weight': is a null pointer"));
+  if (!hopper_available()) {  // valid: on to the device check (host memory here: no launch on a GPU)
+    EXPECT_EQ(coda_gemm_residual_rmsnorm(&x, &w, &square, nullptr, 1e-6f, &square, nullptr, &lse, memory, bytes, nullptr),
+              CODA_UNSUPPORTED);
+    EXPECT_THAT(coda_last_error(), Not(HasSubstr("argument")));
+  }
 }
 
 // Fused ops run on the tiles their programs are built for (ping-pong; cooperative m128n256 unless

@@ -43,9 +43,8 @@ namespace coda {
 /// ping-pong tile; at K = 2048 RoPE 13% and cross-entropy 6% slower).
 inline constexpr int64_t kCooperativeProgramMinK = 4096;
 
-/// The tile a program runs on: options.tile, or (automatic) by K as above. A program that stages
-/// a tile input (program.hpp) runs on the ping-pong tile only: its buffer is handed from one
-/// consumer to the other.
+/// Throw unless `Program` runs on `tile`: pingpong_m128n128, or m128n256 unless it stages a tile
+/// input (program.hpp), whose one buffer is handed from one ping-pong consumer to the other.
 template <class Program>
 void check_program_tile(GemmTile tile, const char* argument, const char* function) {
   constexpr bool kPingPongOnly = epilogue::StagesAnInput<Program>;
@@ -57,6 +56,7 @@ void check_program_tile(GemmTile tile, const char* argument, const char* functio
   check.throw_if_error();
 }
 
+/// The tile `Program` runs on: `requested`, or (automatic) by K as above.
 template <class Program>
 GemmTile program_tile(const GemmOperand& a, GemmTile requested, const char* function) {
   constexpr bool kPingPongOnly = epilogue::StagesAnInput<Program>;

@@ -1,6 +1,7 @@
 // coda/epilogue/parts.hpp: the part of an output tile one epilogue-program call sees: on the GPU,
-// a whole 128 x 128 tile of the ping-pong schedule (gemm/tile_config.cuh), held by one consumer
-// warpgroup while the other runs its MMAs, so the program's time hides behind tensor-core work.
+// the 128 x 128 accumulators of one consumer warpgroup (gemm/tile_config.cuh): a whole tile of the
+// ping-pong schedule, run while the other consumer runs its MMAs (the program's time hides behind
+// tensor-core work), or half of a cooperative m128n256 tile (long K: epilogue/launch.cuh).
 // Partials are per part: a row reduction of an N-column output yields ceil(N / kPartCols) values
 // per row, a column reduction of M rows ceil(M / kPartRows) values per column. The CPU executor
 // is given the same shape.

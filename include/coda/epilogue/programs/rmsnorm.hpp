@@ -12,6 +12,7 @@
 // third less of the epilogue's memory traffic).
 #pragma once
 
+#include "coda/core/validate.hpp"
 #include "coda/epilogue/program.hpp"
 
 namespace coda::epilogue {
@@ -31,6 +32,11 @@ struct ResidualRmsNorm {
   // Read once per part into registers (program.hpp): loaded in each store subtile, the weight's
   // loads were a third of the epilogue's time (coda bench timeline).
   static constexpr auto staged_row_vector = &ResidualRmsNorm::weight;
+
+  /// Host (launch_program and ref::run_epilogue call it): U is the weighted H, so it needs g.
+  void check_arguments(ArgumentCheck& check) const {
+    check.require(!out.data || weight.data, "weight", "is null, but U (out) is stored and is H * weight");
+  }
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
