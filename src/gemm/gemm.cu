@@ -11,6 +11,7 @@
 #include "coda/arch/sm90/tensor_map.hpp"
 #include "coda/core/device.hpp"
 #include "coda/core/validate.hpp"
+#include "coda/gemm/companion.hpp"
 #include "coda/gemm/launch.cuh"
 #include "gemm/launch.hpp"
 
@@ -340,6 +341,34 @@ LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOpt
   const Problem p = validate_operands(a, b, options, function);
   require_hopper(function);
   return build_launch(a, b, p, make_plan(p, options), options);
+}
+
+void plan_companion(LaunchPlan& plan, const GemmOperand& a, const GemmOperand& b, const GemmOptions& options) {
+  ScheduleParams& s = plan.schedule;
+  if (!options.companion || options.max_ctas > 0 || plan.companion.ctas > 0 ||
+      plan.summary.tile != GemmTile::pingpong_m128n128 || s.splits != 1 || s.stream_k_tiles != 0 || s.batches != 1)
+    return;
+  const int primary_ctas = resident_ctas(GemmTile::pingpong_m128n128);
+  const int idle_ctas = (current_device().sm_count - primary_ctas) / 2 * 2;  // whole 2-CTA clusters
+  if (plan.summary.ctas != primary_ctas) return;  // the primary's grid does not fill its SMs
+  const int64_t rows = companion_tile_rows(s.tiles_m, s.tiles_n, primary_ctas, idle_ctas);
+  if (rows == 0) return;
+  CompanionLaunch& c = plan.companion;
+  c.schedule = s;
+  c.schedule.first_tile_row = int32_t(s.tiles_m - rows);
+  c.schedule.tiles_m = int32_t(rows);
+  c.schedule.tiles_n = int32_t(ceil_div(plan.n, 256));
+  c.schedule.cluster_rows = int32_t(ceil_div(rows, 2));
+  c.schedule.cluster_cols = c.schedule.tiles_n;
+  c.schedule.cluster_tiles = c.schedule.cluster_rows * c.schedule.cluster_cols;
+  c.ctas = int(std::min<int64_t>(idle_ctas, int64_t(c.schedule.cluster_tiles) * 2));
+  // TileProgramM128N256's boxes: 128 rows of A; 256 of B split over its 2 x 1 cluster.
+  c.a = operand_map(a, 128, "a");
+  c.b = operand_map(b, 128, "b");
+  s.tiles_m -= int32_t(rows);
+  s.cluster_rows = s.tiles_m / 2;  // even (companion_tile_rows)
+  s.cluster_tiles = s.cluster_rows * s.cluster_cols;
+  plan.summary.companion_ctas = c.ctas;
 }
 
 }  // namespace mainloop

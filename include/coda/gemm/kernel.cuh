@@ -34,6 +34,7 @@
 
 #include "coda/arch/sm90/barrier.cuh"
 #include "coda/arch/sm90/cluster.cuh"
+#include "coda/arch/sm90/grid_dependency.cuh"
 #include "coda/arch/sm90/tma.cuh"
 #include "coda/arch/sm90/warpgroup.cuh"
 #include "coda/arch/sm90/wgmma.cuh"
@@ -51,6 +52,13 @@ struct PartialsWorkspace {
   float* partials;
 };
 
+/// How a launch relates to the one beside it (launch.cuh, CompanionLaunch).
+enum class LaunchRole : int32_t {
+  alone,      // the only launch of its GEMM
+  primary,    // lets its companion start (programmatic dependent launch) as soon as it has started
+  companion,  // runs beside the primary on the SMs it leaves idle; finishes after it
+};
+
 template <class EpilogueParams>
 struct KernelParams {
   CUtensorMap a;  // box: K-major (64 K x rows), MN-major (64 M/N x 64 K)
@@ -59,6 +67,7 @@ struct KernelParams {
   int32_t m, n;
   PartialsWorkspace partials;
   EpilogueParams epilogue;
+  LaunchRole role;
 };
 
 template <class Config, class Element, class Epilogue>
@@ -250,6 +259,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   // Peers multicast into this CTA's slots and arrive on its barriers: they must be initialised first.
   if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
   else __syncthreads();
+  // Every CTA of the primary is resident: the companion may take the SMs that are left.
+  if (p.role == LaunchRole::primary) sm90::launch_dependent_grids();
 
   static_assert(!kStagesInput<Epilogue> || Config::kPingPong, "a staged tile input needs the ping-pong schedule");
   if (warpgroup == 0) {
@@ -446,6 +457,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   }
   // No CTA may exit while a peer can still multicast into it or arrive on its barriers.
   if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
+  // The stream orders later work after the companion only: it must not complete before the primary.
+  if (p.role == LaunchRole::companion) sm90::wait_for_prerequisite_grids();
 #endif
 }
 

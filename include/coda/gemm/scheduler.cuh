@@ -34,6 +34,7 @@ struct ScheduleParams {
   int32_t splits;           // split-K: K ranges per tile (1: off)
   int32_t stream_k_tiles;   // stream-K: cluster tiles at the end shared out by K iterations (0: off)
   int32_t max_segments;     // partial slots reserved per tile
+  int32_t first_tile_row;   // the launch's tiles start at this tile row (a companion launch: launch.cuh)
 };
 
 struct WorkUnit {
@@ -130,13 +131,13 @@ class WorkList {
     const int32_t first_row = (rest / per_group) * s_.group_m;
     const int32_t group_height = min(s_.cluster_rows - first_row, s_.group_m);
     const int32_t in_group = rest % per_group;
-    w.tile_m = (first_row + in_group % group_height) * ClusterM + int32_t(cta_rank % ClusterM);
+    w.tile_m = s_.first_tile_row + (first_row + in_group % group_height) * ClusterM + int32_t(cta_rank % ClusterM);
     w.tile_n = (in_group / group_height) * ClusterN + int32_t(cta_rank / ClusterM);
   }
 
   // Unique over the padded grid of cluster tiles (a cluster's CTAs may overhang the edge).
   __device__ static int32_t cta_tile_index(const ScheduleParams& s_, const WorkUnit& w, uint32_t cta_rank) {
-    const int32_t cluster_row = w.tile_m / ClusterM, cluster_col = w.tile_n / ClusterN;
+    const int32_t cluster_row = (w.tile_m - s_.first_tile_row) / ClusterM, cluster_col = w.tile_n / ClusterN;
     return ((w.batch * s_.cluster_rows + cluster_row) * s_.cluster_cols + cluster_col) * kClusterSize +
            int32_t(cta_rank);
   }

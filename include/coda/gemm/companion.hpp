@@ -1,0 +1,42 @@
+// coda/gemm/companion.hpp: how many tile rows a companion launch takes (gemm/launch.cuh).
+//
+// The ping-pong tile's 4-CTA clusters do not tile the H100's GPCs: 120 of its 132 SMs get one
+// (`coda bench gemm --json`, "ctas"). An epilogue program on that tile may run its last tile rows
+// in a second launch on the SMs left over: m128n256 program tiles in 2-CTA clusters, which fit
+// there, started by programmatic dependent launch as soon as the first launch is resident.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace coda::mainloop {
+
+/// A companion SM's throughput relative to a primary SM's: the m128n256 program tile runs its
+/// program with the tensor cores idle, the ping-pong tile in the other consumer's shadow (H100,
+/// SwiGLU at K = 2048, both launches side by side: 142 us per tile row on 12 SMs against 13.1 us
+/// on 120, bench/RESULTS.md, nineteenth session).
+inline constexpr double kCompanionRelativeSpeed = 0.92;
+
+/// Tile rows (of 128) for the companion, the last ones, so that both launches finish together;
+/// 0 where a companion would not pay (no SM left over, or too few tiles to keep the primary's
+/// grid busy for two waves). The primary keeps an even number of rows: its 2 x 2 clusters must not
+/// overhang into the companion's.
+inline int64_t companion_tile_rows(int64_t tile_rows, int64_t tile_cols, int primary_ctas, int companion_ctas) {
+  if (companion_ctas < 2 || primary_ctas < 4) return 0;
+  const double primary_rate = primary_ctas, companion_rate = companion_ctas * kCompanionRelativeSpeed;
+  int64_t best_rows = 0;
+  double best_time = double(tile_rows) / primary_rate;
+  for (int64_t primary_rows = tile_rows - tile_rows % 2; primary_rows >= 2; primary_rows -= 2) {
+    const int64_t rows = tile_rows - primary_rows;
+    const double time = std::max(double(primary_rows) / primary_rate, double(rows) / companion_rate);
+    if (rows > 0 && time < best_time) {
+      best_time = time;
+      best_rows = rows;
+    }
+    if (double(rows) / companion_rate > best_time) break;  // the companion only gets slower from here
+  }
+  const int64_t primary_cluster_tiles = (tile_rows - best_rows) / 2 * ((tile_cols + 1) / 2);
+  return primary_cluster_tiles >= 2 * (primary_ctas / 4) ? best_rows : 0;
+}
+
+}  // namespace coda::mainloop

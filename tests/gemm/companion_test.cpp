@@ -1,0 +1,51 @@
+// The companion launch's share of the tile rows (gemm/companion.hpp): pure arithmetic, so it runs
+// in CI. The GPU side (both launches' outputs equal to one launch's, bit for bit) is in
+// epilogue/standard_gpu_case.hpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "coda/gemm/companion.hpp"
+
+namespace coda::mainloop {
+namespace {
+
+// An H100's split: the ping-pong tile's 4-CTA clusters get 120 SMs, 12 are left over.
+constexpr int kPrimary = 120, kLeftOver = 12;
+
+double finish_time(int64_t tile_rows, int64_t companion_rows) {
+  return std::max(double(tile_rows - companion_rows) / kPrimary,
+                  double(companion_rows) / (kLeftOver * kCompanionRelativeSpeed));
+}
+
+TEST(CompanionRows, TheTransformerShapeOfTheMeasurement) {
+  // T = 16384 tokens: 128 tile rows; 10 to the companion (13.1 us a row on 120 SMs against 142 on 12).
+  EXPECT_EQ(companion_tile_rows(128, 64, kPrimary, kLeftOver), 10);
+}
+
+TEST(CompanionRows, NoBetterSplitExists) {
+  for (int64_t rows = 1; rows <= 1200; ++rows) {
+    const int64_t cols = 64;
+    const int64_t chosen = companion_tile_rows(rows, cols, kPrimary, kLeftOver);
+    SCOPED_TRACE(::testing::Message() << rows << " tile rows, companion " << chosen);
+    ASSERT_GE(chosen, 0);
+    ASSERT_LT(chosen, rows);
+    if (chosen == 0) continue;
+    EXPECT_EQ((rows - chosen) % 2, 0) << "the primary's 2 x 2 clusters would overhang into the companion's rows";
+    for (int64_t other = rows % 2; other < rows; other += 2)
+      EXPECT_LE(finish_time(rows, chosen), finish_time(rows, other) + 1e-12) << "companion " << other << " rows is faster";
+    EXPECT_LT(finish_time(rows, chosen), finish_time(rows, 0));
+  }
+}
+
+TEST(CompanionRows, NoneWithoutSmsLeftOverOrWork) {
+  EXPECT_EQ(companion_tile_rows(128, 64, 132, 0), 0);   // every SM in the primary's clusters
+  EXPECT_EQ(companion_tile_rows(128, 64, 120, 1), 0);   // no whole 2-CTA cluster
+  EXPECT_EQ(companion_tile_rows(8, 64, 120, 12), 0);    // too few rows to share
+  // The primary must keep its grid busy for two waves: 2 x 30 cluster tiles of 2 x 2 tiles.
+  EXPECT_EQ(companion_tile_rows(128, 2, 120, 12), 0);   // 118 rows x 2 columns: 59 cluster tiles
+  EXPECT_GT(companion_tile_rows(128, 3, 120, 12), 0);   // 59 x 2
+}
+
+}  // namespace
+}  // namespace coda::mainloop
