@@ -45,7 +45,8 @@ inline double tolerance(DType output) {
 struct Shape {
   int64_t m, n, k;
 };
-constexpr Shape kShapes[] = {{1, 264, 64}, {200, 600, 136}, {129, 1030, 264}};
+// The last one has enough tile rows for a companion launch on the ping-pong tile (gemm/launch.cuh).
+constexpr Shape kShapes[] = {{1, 264, 64}, {200, 600, 136}, {129, 1030, 264}, {4173, 1100, 72}};
 
 inline int64_t parts(int64_t extent, int64_t part) { return (extent + part - 1) / part; }
 
@@ -98,6 +99,29 @@ struct Case {
         EXPECT_TRUE(outputs[i].written_only_inside()) << "output " << i << " was written past its edges";
         EXPECT_LT(ref::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
       }
+      if (plan.summary.companion_ctas > 0) expect_same_bits_without_companion(plan, gpu, output_types, majors);
+    }
+  }
+
+  // The tile rows a companion launch took, computed again by the ping-pong launch alone: the
+  // same bits (the same tile code runs on either, reductions written per tile).
+  template <class GpuProgram, DType... Also, Major A, Major B>
+  void expect_same_bits_without_companion(mainloop::LaunchPlan plan, const GpuProgram& gpu,
+                                          OutputTypes<Also...> output_types, OperandMajors<A, B> majors) {
+    SCOPED_TRACE("without the companion launch");
+    std::vector<std::vector<uint8_t>> with_companion;
+    for (DeviceTensor& out : outputs) {
+      with_companion.push_back(out.host.bytes);
+      out.poison();
+    }
+    const mainloop::LaunchPlan alone = plan_program<GpuProgram>(
+        {x.view(), a_major}, {w.view(), b_major}, {.tile = plan.summary.tile, .companion = false}, "test");
+    ASSERT_EQ(alone.summary.companion_ctas, 0);
+    launch_program(alone, gpu, nullptr, output_types, majors);
+    CODA_CUDA_CHECK(cudaDeviceSynchronize());
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      outputs[i].download();
+      EXPECT_TRUE(outputs[i].host.bytes == with_companion[i]) << "output " << i;
     }
   }
 

@@ -73,5 +73,26 @@ TEST(StandardProgramsGpu, ProgramsPickTheirTileByK) {
   EXPECT_EQ(tile.operator()<epilogue::ResidualRmsNorm>(x, Major::k, k), GemmTile::pingpong_m128n128);
 }
 
+// A program that asks for it (program.hpp: SwiGLU) gets a companion launch on the ping-pong tile
+// (gemm/launch.cuh) where the 4-CTA clusters leave SMs over, as on the H100 and H200 (132 SMs, 120
+// in clusters), and the problem has the tile rows to share; not when the options say no or cap the
+// CTAs. The run_and_compare cases of kShapes' last shape check its bits.
+TEST(StandardProgramsGpu, CompanionLaunchWhereSmsAreLeftOver) {
+  CODA_REQUIRE_HOPPER();
+  const Shape s = kShapes[3];
+  DeviceTensor x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k);
+  auto companion_ctas = [&]<class Program>(GemmOptions options) {
+    return plan_program<Program>({x.view(), Major::k}, {w.view(), Major::k}, options, "test").summary.companion_ctas;
+  };
+  const int sms = current_device().sm_count;
+  if (sms == 132) EXPECT_EQ(companion_ctas.operator()<epilogue::Swiglu>({}), 10);  // a row of five 2-CTA clusters
+  else GTEST_LOG_(INFO) << "device of " << sms << " SMs: companion of " << companion_ctas.operator()<epilogue::Swiglu>({}) << " CTAs";
+  EXPECT_EQ(companion_ctas.operator()<epilogue::Swiglu>({.companion = false}), 0);
+  EXPECT_EQ(companion_ctas.operator()<epilogue::Swiglu>({.max_ctas = 64}), 0);
+  EXPECT_EQ(companion_ctas.operator()<epilogue::Swiglu>({.tile = GemmTile::m128n256}), 0);
+  EXPECT_EQ(companion_ctas.operator()<epilogue::LinearCombination>({}), 0);  // does not ask for one
+  EXPECT_EQ(companion_ctas.operator()<epilogue::ResidualRmsNorm>({}), 0);    // stages a tile input
+}
+
 }  // namespace
 }  // namespace coda::test

@@ -40,7 +40,9 @@ namespace coda {
 /// SM (2-CTA clusters: 132 CTAs on an H100, against the ping-pong tile's 120 in 4-CTA clusters) at
 /// the same L2 traffic per MMA. The idle time per tile is fixed and the MMAs grow with K, so the
 /// trade turns with K (H100, coda bench ops: at K = 4096 SwiGLU 3% and RoPE 1% faster than on the
-/// ping-pong tile; at K = 2048 RoPE 13% and cross-entropy 6% slower).
+/// ping-pong tile; at K = 2048 RoPE 13% and cross-entropy 6% slower). On the ping-pong tile such a
+/// program may ask for the SMs its 4-CTA clusters leave idle, through a companion launch of the
+/// m128n256 tile on its last tile rows (program.hpp, `companion_launch`).
 inline constexpr int64_t kCooperativeProgramMinK = 4096;
 
 /// Throw unless `Program` runs on `tile`: pingpong_m128n128, or m128n256 unless it stages a tile
@@ -75,7 +77,9 @@ template <class Program>
 mainloop::LaunchPlan plan_program(const GemmOperand& a, const GemmOperand& b, GemmOptions options,
                                   const char* function) {
   options.tile = program_tile<Program>(a, options.tile, function);
-  return mainloop::plan_launch(a, b, options, function);
+  mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, options, function);
+  if constexpr (epilogue::AsksForACompanionLaunch<Program>) mainloop::plan_companion(plan, a, b, options);
+  return plan;
 }
 
 /// Tile-output types a launch may write besides the operands' type (each adds a kernel).
@@ -92,17 +96,23 @@ namespace detail {
 // or one of Also.
 template <class Element, DType In, Major A, Major B, DType... Also, class Program>
 void launch_program_writing(const mainloop::LaunchPlan& plan, const Program& program, DType out, cudaStream_t stream) {
-  auto launch = [&]<class Config, DType Out>() {
+  auto launch = [&]<class Config, DType Out>(const mainloop::KernelParams<Program>& params, int ctas) {
     static_assert(Config::kWarpgroupM == epilogue::kPartRows && Config::kWarpgroupN == epilogue::kPartCols);
     mainloop::launch_kernel<Config, Element, A, B,
-                            epilogue::ProgramEpilogue<Program, Config::kStagingBuffers, In, Out>>(
-        plan.kernel_params(program), plan.summary.ctas, stream);
+                            epilogue::ProgramEpilogue<Program, Config::kStagingBuffers, In, Out>>(params, ctas, stream);
   };
   auto launch_on_tile = [&]<DType Out>() {
-    if constexpr (!epilogue::StagesAnInput<Program>)
+    const mainloop::KernelParams<Program> params = plan.kernel_params(program);
+    if constexpr (epilogue::StagesAnInput<Program>) {
+      launch.template operator()<mainloop::TilePingPongM128N128, Out>(params, plan.summary.ctas);
+    } else {
+      using Cooperative = mainloop::TileProgramM128N256;
       if (plan.summary.tile == GemmTile::m128n256)
-        return launch.template operator()<mainloop::TileProgramM128N256, Out>();
-    launch.template operator()<mainloop::TilePingPongM128N128, Out>();
+        return launch.template operator()<Cooperative, Out>(params, plan.summary.ctas);
+      launch.template operator()<mainloop::TilePingPongM128N128, Out>(params, plan.summary.ctas);
+      if (plan.companion.ctas > 0)  // right behind it on the stream: gemm/launch.cuh
+        launch.template operator()<Cooperative, Out>(plan.companion_params(program), plan.companion.ctas);
+    }
   };
   if (out == In) launch_on_tile.template operator()<In>();
   else (void)((out == Also && (launch_on_tile.template operator()<Also>(), true)) || ...);
@@ -118,6 +128,14 @@ void launch_program(const mainloop::LaunchPlan& plan, const Program& program, cu
                     OutputTypes<Also...> = {}, OperandMajors<A, B> = {}) {
   constexpr const char* kFunction = "coda::launch_program";
   check_program_tile<Program>(plan.summary.tile, "plan", kFunction);  // a plan made by plan_program<Program>
+  if constexpr (epilogue::StagesAnInput<Program>) {
+    ArgumentCheck check(kFunction);
+    check.require(plan.companion.ctas == 0, "plan",
+                  "has a companion launch (mainloop::plan_companion), which a program that stages a tile input "
+                  "cannot run on: plan it with plan_program<Program>",
+                  StatusCode::unsupported);
+    check.throw_if_error();
+  }
   epilogue::check_operand_majors(plan.a_major, plan.b_major, A, B, kFunction);
   epilogue::check_arguments(program, kFunction);
   epilogue::check_tile_inputs(program, plan.input, kFunction);

@@ -88,6 +88,18 @@
 // its own, repeated in each of the part's four store subtiles (the compiler may not merge loads
 // across the stores' barriers). A vector that is not set (data null) is not read.
 //
+// A program may ask for a companion launch when it runs on the ping-pong tile:
+//
+//   static constexpr bool companion_launch = true;
+//
+// Its last tile rows then run beside that launch, on the SMs its 4-CTA clusters leave idle (12 of
+// an H100's 132), in m128n256 tiles whose consumers run the program with the tensor cores idle
+// (mainloop::plan_companion in gemm/launch.cuh; GemmOptions::companion turns it off). The bits do
+// not change. It pays where the program is light beside its MMAs: on an H100 at its power limit
+// SwiGLU at K = 2048 ran 2.6-3.1% faster with it, while RoPE (table gathers) ran 5% slower and
+// cross-entropy within 1% either way (bench/RESULTS.md, nineteenth session). A program that
+// stages a tile input cannot have one.
+//
 // A program whose arguments have rules of their own (beyond what each descriptor's builder in
 // host_arguments.hpp checks) states them in a host member; launch_program and the CPU executor
 // call it before anything runs (LinearCombinationOf: no argument set whose term is compiled out):
@@ -159,6 +171,10 @@ template <class Program>
 concept StagesARowVector = requires {
   { Program::staged_row_vector } -> std::convertible_to<RowVector Program::*>;
 } && (Program::staged_row_vector != nullptr);
+
+/// Whether `Program` asks for a companion launch on the ping-pong tile (above).
+template <class Program>
+concept AsksForACompanionLaunch = !StagesAnInput<Program> && requires { requires bool(Program::companion_launch); };
 
 /// Run `program.check_arguments` (above), if it has one, and throw its first failure.
 template <class Program>

@@ -14,6 +14,7 @@ struct Swiglu {
   TileOut out{};             // M x N/2
   TileOut pre_activation{};  // optional (data null: not stored): Y, M x N
   ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T)
+  static constexpr bool companion_launch = true;  // measured to pay (program.hpp)
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
