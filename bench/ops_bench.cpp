@@ -31,32 +31,43 @@ struct Row {
   double flops;
   double fused_ms, gemm_ms, cublas_ms, unfused_ms, torch_compile_ms;
   double pingpong_ms;  // coda's GEMM on the ping-pong tile, the fused ops' mainloop at K < 4096
+  double alone_ms;     // the fused op without its companion launch (GemmOptions::companion; 0: not timed)
 };
 
-// Times the fused op, our GEMM of the same shape (its default tile, and the ping-pong tile, the
-// fused ops' at K < 4096), cuBLAS, and the unfused sequence (cuBLAS plus `rest`), side by side
-// (alternating rounds) on the same buffers.
+// Times the fused op (and, where given, the same without its companion launch), our GEMM of the
+// same shape (its default tile, and the ping-pong tile, the fused ops' at K < 4096), cuBLAS, and
+// the unfused sequence (cuBLAS plus `rest`), side by side (alternating rounds) on the same buffers.
 Row measure(const std::string& op, const std::string& shape, const TensorView& x, const TensorView& w,
-            const std::function<void(int)>& fused, const std::function<void(const TensorView& y)>& rest,
-            double torch_compile_ms, CublasGemm& cublas, Arena& arena, cudaStream_t stream) {
+            const std::function<void(int)>& fused, const std::function<void(int)>& fused_alone,
+            const std::function<void(const TensorView& y)>& rest, double torch_compile_ms, CublasGemm& cublas,
+            Arena& arena, cudaStream_t stream) {
   const TensorView y = arena.matrix(x.dtype, x.rows(), w.rows(), stream, false);
-  Row r{op, shape, 2.0 * double(x.rows()) * double(w.rows()) * double(x.cols()), 0, 0, 0, 0, torch_compile_ms, 0};
+  Row r{op, shape, 2.0 * double(x.rows()) * double(w.rows()) * double(x.cols()), 0, 0, 0, 0, torch_compile_ms, 0, 0};
   const GemmOptions pingpong{.tile = GemmTile::pingpong_m128n128};
-  const std::vector<Timing> t = time_side_by_side(
-      {fused, [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); },
-       [&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); },
-       [&](int) {
-         cublas.run({x, Major::k}, {w, Major::k}, y);
-         rest(y);
-       },
-       [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream, pingpong); }},
-      stream);
+  std::vector<std::function<void(int)>> pieces{
+      fused, [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream); },
+      [&](int) { cublas.run({x, Major::k}, {w, Major::k}, y); },
+      [&](int) {
+        cublas.run({x, Major::k}, {w, Major::k}, y);
+        rest(y);
+      },
+      [&](int) { gemm({x, Major::k}, {w, Major::k}, y, stream, pingpong); }};
+  if (fused_alone) pieces.push_back(fused_alone);
+  const std::vector<Timing> t = time_side_by_side(pieces, stream);
   r.fused_ms = t[0].median_ms;
   r.gemm_ms = t[1].median_ms;
   r.cublas_ms = t[2].median_ms;
   r.unfused_ms = t[3].median_ms;
   r.pingpong_ms = t[4].median_ms;
+  if (fused_alone) r.alone_ms = t[5].median_ms;
   return r;
+}
+
+// The same options without the companion launch.
+template <class Options>
+Options alone(Options options) {
+  options.gemm.companion = false;
+  return options;
 }
 
 }  // namespace
@@ -91,6 +102,7 @@ int ops_benchmark(int argc, char** argv) {
     TensorView out = arena.matrix(bf, t, f, stream, false);
     rows.push_back(measure("swiglu", "T=16384 H=" + std::to_string(h) + " F=" + std::to_string(f), x, w,
                            [&](int) { ops::gemm_swiglu(x, w, out, stream); },
+                           [&](int) { ops::gemm_swiglu(x, w, out, stream, alone(ops::SwigluOptions{})); },
                            [&](const TensorView& y) { silu_mul(bf16(y), bf16(out), t, f, stream); }, compiled, cublas,
                            arena, stream));
   }
@@ -106,6 +118,7 @@ int ops_benchmark(int argc, char** argv) {
     rows.push_back(measure(
         "rope (qkv)", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_rope(x, w, positions, cos, sin, head_dim, rotated, out, stream); },
+        [&](int) { ops::gemm_rope(x, w, positions, cos, sin, head_dim, rotated, out, stream, alone(ops::RopeOptions{})); },
         [&](const TensorView& y) {
           rope(bf16(y), static_cast<int32_t*>(positions.data), static_cast<float*>(cos.data),
                static_cast<float*>(sin.data), t, n, head_dim, rotated, stream);
@@ -128,12 +141,12 @@ int ops_benchmark(int argc, char** argv) {
     rows.push_back(measure(
         "residual+rmsnorm (k4)", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream); },
-        unfused_rest, 0.0, cublas, arena, stream));
+        nullptr, unfused_rest, 0.0, cublas, arena, stream));
     // The same without U: RMSNorm's weight folded into the next GEMM's (rmsnorm.hpp).
     rows.push_back(measure(
         "residual+rmsnorm, no U", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, {}, 1e-6f, hout, {}, rstd, ws, bytes, stream); },
-        unfused_rest, 0.0, cublas, arena, stream));
+        nullptr, unfused_rest, 0.0, cublas, arena, stream));
   }
   {
     Arena arena;
@@ -147,6 +160,7 @@ int ops_benchmark(int argc, char** argv) {
     rows.push_back(measure(
         "lm head + CE", "T=8192 H=2048 V=128256", x, w,
         [&](int) { ops::gemm_cross_entropy(x, w, targets, loss, lse, ws, bytes, stream); },
+        [&](int) { ops::gemm_cross_entropy(x, w, targets, loss, lse, ws, bytes, stream, alone(ops::CrossEntropyOptions{})); },
         [&](const TensorView& y) {
           cross_entropy_rows(bf16(y), static_cast<int32_t*>(targets.data), static_cast<float*>(row_loss.data), t, v,
                              stream);
@@ -157,24 +171,25 @@ int ops_benchmark(int argc, char** argv) {
   std::printf("coda bench ops: %s, bf16, median of CUDA-graph replays; fused vs coda GEMM alone (same shape, its "
               "default tile), cuBLAS alone, cuBLAS + plain CUDA kernels, torch.compile (PERFORMANCE.md, H200), and coda "
               "GEMM on the ping-pong tile (the fused ops' tile at K < 4096; from K = 4096, except residual + RMSNorm, they run "
-              "on m128n256)\n",
+              "on m128n256); 'alone': the fused op without its companion launch on the SMs the ping-pong tile leaves idle\n",
               current_device().name.c_str());
-  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s\n", "op", "shape", "fused ms", "GEMM ms", "fused/", "cuBLAS",
-              "unfused", "compile", "TF/s", "ping-pong", "fused/");
-  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s\n", "", "", "", "(coda)", "GEMM", "ms", "ms", "ms", "fused",
-              "GEMM ms", "pp");
+  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s %9s\n", "op", "shape", "fused ms", "GEMM ms", "fused/",
+              "cuBLAS", "unfused", "compile", "TF/s", "ping-pong", "fused/", "alone");
+  std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s %9s\n", "", "", "", "(coda)", "GEMM", "ms", "ms", "ms",
+              "fused", "GEMM ms", "pp", "ms");
   std::ofstream f(json);
   f << "{\n  \"device\": \"" << current_device().name << "\",\n  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("%-22s %-24s %9.4f %9.4f %7.3f %9.4f %9.4f %9s %8.1f %9.4f %7.3f\n", r.op.c_str(), r.shape.c_str(),
+    std::printf("%-22s %-24s %9.4f %9.4f %7.3f %9.4f %9.4f %9s %8.1f %9.4f %7.3f %9s\n", r.op.c_str(), r.shape.c_str(),
                 r.fused_ms, r.gemm_ms, r.fused_ms / r.gemm_ms, r.cublas_ms, r.unfused_ms,
                 r.torch_compile_ms > 0 ? std::to_string(r.torch_compile_ms).substr(0, 5).c_str() : "-",
-                r.flops / (r.fused_ms * 1e9), r.pingpong_ms, r.fused_ms / r.pingpong_ms);
+                r.flops / (r.fused_ms * 1e9), r.pingpong_ms, r.fused_ms / r.pingpong_ms,
+                r.alone_ms > 0 ? std::to_string(r.alone_ms).substr(0, 6).c_str() : "-");
     f << "    {\"op\": \"" << r.op << "\", \"shape\": \"" << r.shape << "\", \"fused_ms\": " << r.fused_ms
       << ", \"coda_gemm_ms\": " << r.gemm_ms << ", \"cublas_ms\": " << r.cublas_ms
       << ", \"unfused_ms\": " << r.unfused_ms << ", \"torch_compile_ms\": " << r.torch_compile_ms
-      << ", \"coda_pingpong_gemm_ms\": " << r.pingpong_ms << "}"
+      << ", \"coda_pingpong_gemm_ms\": " << r.pingpong_ms << ", \"fused_alone_ms\": " << r.alone_ms << "}"
       << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
