@@ -41,7 +41,8 @@ struct Shape {
   int64_t m, n, k;
 };
 // {1024, 2048, 1024} has 4 tiles per CTA: a residual staged in shared memory goes round both
-// consumers. The last has the tile rows for a companion launch (gemm/launch.cuh) on the ping-pong tile.
+// consumers. The last has the tile rows for a companion launch (gemm/launch.cuh) on the ping-pong
+// tile, which SwiGLU asks for.
 constexpr Shape kShapes[] = {{1, 512, 64},       {200, 600, 136},  {129, 1030, 264},
                              {1024, 2048, 1024}, {2000, 4100, 64}, {4173, 1100, 72}};
 
@@ -379,7 +380,7 @@ TEST(OpsGpu, CrossEntropyMatchesReferenceForEveryOption) {
                               {ops::LossReduction::none, 0.1f, 1e-3f, 0, true, false},
                               {ops::LossReduction::sum, 0, 0, 30.0f, false, true},
                               {ops::LossReduction::mean, 0.05f, 1e-4f, 15.0f, false, true}};
-  const Shape shapes[] = {{1, 1000, 64}, {200, 5000 + 17, 136}, {512, 32000, 256}, {4173, 2000 + 3, 72}};
+  const Shape shapes[] = {{1, 1000, 64}, {200, 5000 + 17, 136}, {512, 32000, 256}};
   for (const GemmTile tile : {GemmTile::automatic, GemmTile::m128n256})  // ping-pong (K < 4096), cooperative
     for (const Shape& s : shapes)
       for (const Variant& v : variants) {

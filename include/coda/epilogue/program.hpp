@@ -95,10 +95,10 @@
 // Its last tile rows then run beside that launch, on the SMs its 4-CTA clusters leave idle (12 of
 // an H100's 132), in m128n256 tiles whose consumers run the program with the tensor cores idle
 // (mainloop::plan_companion in gemm/launch.cuh; GemmOptions::companion turns it off). The bits do
-// not change. It pays where the program is light beside its MMAs: on an H100 at its power limit
-// SwiGLU at K = 2048 ran 2.6-3.1% faster with it, while RoPE (table gathers) ran 5% slower and
-// cross-entropy within 1% either way (bench/RESULTS.md, nineteenth session). A program that
-// stages a tile input cannot have one.
+// not change. It pays where the program is light beside its MMAs: at the power limit SwiGLU at
+// K = 2048 ran 2.5-6% faster with it on an H100 and an H200, while on the H100 RoPE (table
+// gathers) ran 5% slower and cross-entropy within 1% either way (bench/RESULTS.md, nineteenth
+// session). A program that stages a tile input cannot have one.
 //
 // A program whose arguments have rules of their own (beyond what each descriptor's builder in
 // host_arguments.hpp checks) states them in a host member; launch_program and the CPU executor

@@ -259,7 +259,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   // Peers multicast into this CTA's slots and arrive on its barriers: they must be initialised first.
   if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
   else __syncthreads();
-  // Every CTA of the primary is resident: the companion may take the SMs that are left.
+  // This CTA's cluster is running: once every CTA of the primary has passed here, the companion may
+  // take the SMs that are left.
   if (p.role == LaunchRole::primary) sm90::launch_dependent_grids();
 
   static_assert(!kStagesInput<Epilogue> || Config::kPingPong, "a staged tile input needs the ping-pong schedule");
