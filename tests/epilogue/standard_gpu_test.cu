@@ -92,6 +92,18 @@ TEST(StandardProgramsGpu, CompanionLaunchWhereSmsAreLeftOver) {
   EXPECT_EQ(companion_ctas.operator()<epilogue::Swiglu>({.tile = GemmTile::m128n256}), 0);
   EXPECT_EQ(companion_ctas.operator()<epilogue::LinearCombination>({}), 0);  // does not ask for one
   EXPECT_EQ(companion_ctas.operator()<epilogue::ResidualRmsNorm>({}), 0);    // stages a tile input
+
+  // A plan given a companion by hand is refused to a program that stages a tile input.
+  mainloop::LaunchPlan plan =
+      plan_program<epilogue::ResidualRmsNorm>({x.view(), Major::k}, {w.view(), Major::k}, {}, "test");
+  mainloop::plan_companion(plan, {x.view(), Major::k}, {w.view(), Major::k}, {});
+  if (plan.companion.ctas == 0) GTEST_SKIP() << "no companion on a device of " << sms << " SMs";
+  try {
+    launch_program(plan, epilogue::ResidualRmsNorm{}, nullptr);
+    ADD_FAILURE() << "a program that stages a tile input was launched with a companion";
+  } catch (const coda::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'plan': has a companion launch"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
