@@ -343,7 +343,8 @@ LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOpt
   return build_launch(a, b, p, make_plan(p, options), options);
 }
 
-void plan_companion(LaunchPlan& plan, const GemmOperand& a, const GemmOperand& b, const GemmOptions& options) {
+void plan_companion(LaunchPlan& plan, const GemmOperand& a, const GemmOperand& b, const GemmOptions& options,
+                    double companion_speed) {
   ScheduleParams& s = plan.schedule;
   if (!options.companion || options.max_ctas > 0 || plan.companion.ctas > 0 ||
       plan.summary.tile != GemmTile::pingpong_m128n128 || s.splits != 1 || s.stream_k_tiles != 0 || s.batches != 1)
@@ -351,7 +352,7 @@ void plan_companion(LaunchPlan& plan, const GemmOperand& a, const GemmOperand& b
   const int primary_ctas = resident_ctas(GemmTile::pingpong_m128n128);
   const int idle_ctas = (current_device().sm_count - primary_ctas) / 2 * 2;  // whole 2-CTA clusters
   if (plan.summary.ctas != primary_ctas) return;  // the primary's grid does not fill its SMs
-  const int64_t rows = companion_tile_rows(s.tiles_m, s.tiles_n, primary_ctas, idle_ctas);
+  const int64_t rows = companion_tile_rows(s.tiles_m, s.tiles_n, primary_ctas, idle_ctas, companion_speed);
   if (rows == 0) return;
   CompanionLaunch& c = plan.companion;
   c.schedule = s;

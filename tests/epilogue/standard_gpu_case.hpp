@@ -11,6 +11,7 @@
 
 #include "coda/epilogue/launch.cuh"
 #include "coda/epilogue/parts.hpp"
+#include "coda/epilogue/programs/rmsnorm.hpp"
 #include "coda/epilogue/programs/standard.hpp"
 #include "coda/epilogue/programs/swiglu.hpp"
 #include "coda/reference/gemm.hpp"
@@ -28,6 +29,7 @@ void run_on_cpu(const WideInput& program, const ref::Matrix& accumulators);
 void run_on_cpu(const ScaledOutputs& program, const ref::Matrix& accumulators);
 void run_on_cpu(const TypedAuxOutputs& program, const ref::Matrix& accumulators);
 void run_on_cpu(const epilogue::Swiglu& program, const ref::Matrix& accumulators);
+void run_on_cpu(const epilogue::ResidualRmsNorm& program, const ref::Matrix& accumulators);
 
 namespace standard_gpu {
 

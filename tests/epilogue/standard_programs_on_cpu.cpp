@@ -1,6 +1,7 @@
 // The CPU executor's half of standard_gpu_test.cu, in a C++ file: instantiated in a CUDA file,
 // the programs' host-and-device call operators would call the host-only CPU tile from device code.
 #include "coda/epilogue/parts.hpp"
+#include "coda/epilogue/programs/rmsnorm.hpp"
 #include "coda/epilogue/programs/standard.hpp"
 #include "coda/epilogue/programs/swiglu.hpp"
 #include "coda/reference/epilogue_executor.hpp"
@@ -22,5 +23,6 @@ void run_on_cpu(const WideInput& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const ScaledOutputs& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const TypedAuxOutputs& p, const ref::Matrix& acc) { run(p, acc); }
 void run_on_cpu(const epilogue::Swiglu& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::ResidualRmsNorm& p, const ref::Matrix& acc) { run(p, acc); }
 
 }  // namespace coda::test

@@ -706,8 +706,10 @@ class GpuTile {
 
 /// The mainloop Epilogue that runs `Program` (whose descriptors are the kernel's epilogue
 /// parameters) on every consumer warpgroup's part of every tile; every TileIn is read as `In`, the
-/// operands' type, and every TileOut written as `Out`.
-template <class Program, int Buffers, DType In, DType Out>
+/// operands' type, and every TileOut written as `Out`. `StageInput`: stage the program's staged
+/// input (program.hpp), if it names one, in shared memory; false on the cooperative tile (its
+/// companion launch, launch.cuh), which reads it from global memory like any other input.
+template <class Program, int Buffers, DType In, DType Out, bool StageInput = StagesAnInput<Program>>
 struct ProgramEpilogue {
   using Params = Program;
 
@@ -717,7 +719,7 @@ struct ProgramEpilogue {
   // 128 bytes; the program reads it first (launch_program checks), and its stores and reductions
   // then use the same bytes as four staging subtiles. The ring keeps all six stages: there is no
   // room for a 32 KB input beside 32 KB of staging.
-  static constexpr bool kStaged = StagesAnInput<Program>;
+  static constexpr bool kStaged = StageInput && StagesAnInput<Program>;
   static constexpr int kInputBoxes = kPartCols / detail::kStagedBoxCols;
   static constexpr uint32_t kStagedInputBytes = kStaged ? uint32_t(kPartRows * kPartCols * 2) : 0u;
   static constexpr int kBuffers = kStaged ? int(kStagedInputBytes) / detail::kSubtileBytes : Buffers;

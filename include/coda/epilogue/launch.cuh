@@ -40,9 +40,10 @@ namespace coda {
 /// SM (2-CTA clusters: 132 CTAs on an H100, against the ping-pong tile's 120 in 4-CTA clusters) at
 /// the same L2 traffic per MMA. The idle time per tile is fixed and the MMAs grow with K, so the
 /// trade turns with K (H100, coda bench ops: at K = 4096 SwiGLU 3% and RoPE 1% faster than on the
-/// ping-pong tile; at K = 2048 RoPE 13% and cross-entropy 6% slower). On the ping-pong tile such a
+/// ping-pong tile; at K = 2048 RoPE 13% and cross-entropy 6% slower). On the ping-pong tile a
 /// program may ask for the SMs its 4-CTA clusters leave idle, through a companion launch of the
-/// m128n256 tile on its last tile rows (program.hpp, `companion_launch`).
+/// m128n256 tile on its last tile rows (program.hpp, `companion_speed`); at K = 4096 the cooperative
+/// tile still won (SwiGLU 5.44 ms against 5.70 on ping-pong with a companion, H100).
 inline constexpr int64_t kCooperativeProgramMinK = 4096;
 
 /// Throw unless `Program` runs on `tile`: pingpong_m128n128, or m128n256 unless it stages a tile
@@ -78,7 +79,8 @@ mainloop::LaunchPlan plan_program(const GemmOperand& a, const GemmOperand& b, Ge
                                   const char* function) {
   options.tile = program_tile<Program>(a, options.tile, function);
   mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, options, function);
-  if constexpr (epilogue::AsksForACompanionLaunch<Program>) mainloop::plan_companion(plan, a, b, options);
+  if constexpr (epilogue::AsksForACompanionLaunch<Program>)
+    mainloop::plan_companion(plan, a, b, options, double(Program::companion_speed));
   return plan;
 }
 
@@ -96,23 +98,23 @@ namespace detail {
 // or one of Also.
 template <class Element, DType In, Major A, Major B, DType... Also, class Program>
 void launch_program_writing(const mainloop::LaunchPlan& plan, const Program& program, DType out, cudaStream_t stream) {
+  // A staged input is staged on the ping-pong tile only (its one buffer is handed between the
+  // consumers); on the cooperative tile it is read from global memory.
   auto launch = [&]<class Config, DType Out>(const mainloop::KernelParams<Program>& params, int ctas) {
     static_assert(Config::kWarpgroupM == epilogue::kPartRows && Config::kWarpgroupN == epilogue::kPartCols);
-    mainloop::launch_kernel<Config, Element, A, B,
-                            epilogue::ProgramEpilogue<Program, Config::kStagingBuffers, In, Out>>(params, ctas, stream);
+    using Epilogue = epilogue::ProgramEpilogue<Program, Config::kStagingBuffers, In, Out, Config::kPingPong>;
+    mainloop::launch_kernel<Config, Element, A, B, Epilogue>(params, ctas, stream);
   };
   auto launch_on_tile = [&]<DType Out>() {
+    using Cooperative = mainloop::TileProgramM128N256;
     const mainloop::KernelParams<Program> params = plan.kernel_params(program);
-    if constexpr (epilogue::StagesAnInput<Program>) {
-      launch.template operator()<mainloop::TilePingPongM128N128, Out>(params, plan.summary.ctas);
-    } else {
-      using Cooperative = mainloop::TileProgramM128N256;
+    if constexpr (!epilogue::StagesAnInput<Program>)  // check_program_tile: ping-pong only
       if (plan.summary.tile == GemmTile::m128n256)
         return launch.template operator()<Cooperative, Out>(params, plan.summary.ctas);
-      launch.template operator()<mainloop::TilePingPongM128N128, Out>(params, plan.summary.ctas);
+    launch.template operator()<mainloop::TilePingPongM128N128, Out>(params, plan.summary.ctas);
+    if constexpr (epilogue::AsksForACompanionLaunch<Program>)
       if (plan.companion.ctas > 0)  // right behind it on the stream: gemm/launch.cuh
         launch.template operator()<Cooperative, Out>(plan.companion_params(program), plan.companion.ctas);
-    }
   };
   if (out == In) launch_on_tile.template operator()<In>();
   else (void)((out == Also && (launch_on_tile.template operator()<Also>(), true)) || ...);
@@ -128,11 +130,11 @@ void launch_program(const mainloop::LaunchPlan& plan, const Program& program, cu
                     OutputTypes<Also...> = {}, OperandMajors<A, B> = {}) {
   constexpr const char* kFunction = "coda::launch_program";
   check_program_tile<Program>(plan.summary.tile, "plan", kFunction);  // a plan made by plan_program<Program>
-  if constexpr (epilogue::StagesAnInput<Program>) {
+  if constexpr (!epilogue::AsksForACompanionLaunch<Program>) {
     ArgumentCheck check(kFunction);
     check.require(plan.companion.ctas == 0, "plan",
-                  "has a companion launch (mainloop::plan_companion), which a program that stages a tile input "
-                  "cannot run on: plan it with plan_program<Program>",
+                  "has a companion launch (mainloop::plan_companion), which this program does not ask for "
+                  "(program.hpp: companion_speed): plan it with plan_program<Program>",
                   StatusCode::unsupported);
     check.throw_if_error();
   }

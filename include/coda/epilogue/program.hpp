@@ -88,17 +88,19 @@
 // its own, repeated in each of the part's four store subtiles (the compiler may not merge loads
 // across the stores' barriers). A vector that is not set (data null) is not read.
 //
-// A program may ask for a companion launch when it runs on the ping-pong tile:
+// A program may ask for a companion launch when it runs on the ping-pong tile, stating how fast it
+// runs there, per SM, against the ping-pong tile (measured: SwiGLU's rows below):
 //
-//   static constexpr bool companion_launch = true;
+//   static constexpr double companion_speed = 0.92;
 //
 // Its last tile rows then run beside that launch, on the SMs its 4-CTA clusters leave idle (12 of
 // an H100's 132), in m128n256 tiles whose consumers run the program with the tensor cores idle
-// (mainloop::plan_companion in gemm/launch.cuh; GemmOptions::companion turns it off). The bits do
-// not change. It pays where the program is light beside its MMAs: at the power limit SwiGLU at
-// K = 2048 ran 2.5-6% faster with it on an H100 and an H200, while on the H100 RoPE (table
-// gathers) ran 5% slower and cross-entropy within 1% either way (bench/RESULTS.md, nineteenth
-// session). A program that stages a tile input cannot have one.
+// (mainloop::plan_companion in gemm/launch.cuh; GemmOptions::companion turns it off), as many rows
+// as let both launches end together at that speed (gemm/companion.hpp). A staged tile input is read
+// from global memory there. The bits do not change. Measured side by side (bench/RESULTS.md,
+// nineteenth and twentieth sessions): at the power limit SwiGLU at K = 2048 ran 2.5-6% faster with
+// it on an H100 and an H200, residual + RMSNorm 1-5% on an H100; RoPE and cross-entropy gained
+// nothing beyond the noise at any speed tried (0.6-0.92) and do not ask.
 //
 // A program whose arguments have rules of their own (beyond what each descriptor's builder in
 // host_arguments.hpp checks) states them in a host member; launch_program and the CPU executor
@@ -172,9 +174,10 @@ concept StagesARowVector = requires {
   { Program::staged_row_vector } -> std::convertible_to<RowVector Program::*>;
 } && (Program::staged_row_vector != nullptr);
 
-/// Whether `Program` asks for a companion launch on the ping-pong tile (above).
+/// Whether `Program` asks for a companion launch on the ping-pong tile (above): a positive
+/// `companion_speed`.
 template <class Program>
-concept AsksForACompanionLaunch = !StagesAnInput<Program> && requires { requires bool(Program::companion_launch); };
+concept AsksForACompanionLaunch = requires { requires double(Program::companion_speed) > 0.0; };
 
 /// Run `program.check_arguments` (above), if it has one, and throw its first failure.
 template <class Program>

@@ -11,19 +11,16 @@
 
 namespace coda::mainloop {
 
-/// A companion SM's throughput relative to a primary SM's: the m128n256 program tile runs its
-/// program with the tensor cores idle, the ping-pong tile in the other consumer's shadow (H100,
-/// SwiGLU at K = 2048, both launches side by side: 142 us per tile row on 12 SMs against 13.1 us
-/// on 120, bench/RESULTS.md, nineteenth session).
-inline constexpr double kCompanionRelativeSpeed = 0.92;
-
-/// Tile rows (of 128) for the companion, the last ones, so that both launches finish together;
-/// 0 where a companion would not pay (no SM left over, or too few tiles to keep the primary's
-/// grid busy for two waves). The primary keeps an even number of rows: its 2 x 2 clusters must not
-/// overhang into the companion's.
-inline int64_t companion_tile_rows(int64_t tile_rows, int64_t tile_cols, int primary_ctas, int companion_ctas) {
-  if (companion_ctas < 2 || primary_ctas < 4) return 0;
-  const double primary_rate = primary_ctas, companion_rate = companion_ctas * kCompanionRelativeSpeed;
+/// Tile rows (of 128) for the companion, the last ones, so that both launches finish together
+/// when a companion SM runs the program at `companion_speed` times a primary SM's rate (the
+/// program's own measure, epilogue/program.hpp: the m128n256 tile runs the program with the tensor
+/// cores idle, the ping-pong tile in the other consumer's shadow); 0 where a companion would not
+/// pay (no SM left over, or too few tiles to keep the primary's grid busy for two waves). The
+/// primary keeps an even number of rows: its 2 x 2 clusters must not overhang into the companion's.
+inline int64_t companion_tile_rows(int64_t tile_rows, int64_t tile_cols, int primary_ctas, int companion_ctas,
+                                   double companion_speed) {
+  if (companion_ctas < 2 || primary_ctas < 4 || !(companion_speed > 0.0)) return 0;
+  const double primary_rate = primary_ctas, companion_rate = companion_ctas * companion_speed;
   int64_t best_rows = 0;
   double best_time = double(tile_rows) / primary_rate;
   for (int64_t primary_rows = tile_rows - tile_rows % 2; primary_rows >= 2; primary_rows -= 2) {

@@ -69,10 +69,12 @@ struct LaunchPlan {
 LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function);
 
 /// Give a planned ping-pong launch a companion (CompanionLaunch) where options.companion allows and
-/// companion.hpp finds it pays: one K range per tile, one batch, SMs left over, every SM allowed.
-/// For epilogues that also run on TileProgramM128N256 (epilogue/launch.cuh: programs that stage no
-/// tile input).
-void plan_companion(LaunchPlan& plan, const GemmOperand& a, const GemmOperand& b, const GemmOptions& options);
+/// companion.hpp finds it pays for an epilogue that runs at `companion_speed` on a companion SM
+/// against a primary SM: one K range per tile, one batch, SMs left over, every SM allowed. For
+/// epilogues that also run on TileProgramM128N256 (epilogue/launch.cuh: every program, a staged
+/// tile input read from global memory there).
+void plan_companion(LaunchPlan& plan, const GemmOperand& a, const GemmOperand& b, const GemmOptions& options,
+                    double companion_speed);
 
 /// A launch of `ctas` CTAs of `Config` in clusters of its size, with `shared` bytes of dynamic
 /// shared memory (the attribute storage lives in the returned object).

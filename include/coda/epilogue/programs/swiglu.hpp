@@ -14,7 +14,9 @@ struct Swiglu {
   TileOut out{};             // M x N/2
   TileOut pre_activation{};  // optional (data null: not stored): Y, M x N
   ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T)
-  static constexpr bool companion_launch = true;  // measured to pay (program.hpp)
+  // On a companion SM (program.hpp), against the ping-pong tile: H100, K = 2048, both launches side
+  // by side, 142 us per tile row on 12 SMs against 13.1 us on 120 (bench/RESULTS.md, 19th session).
+  static constexpr double companion_speed = 0.92;
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
