@@ -8,7 +8,6 @@
 #include <fstream>
 #include <functional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "coda/core/device.hpp"
@@ -67,8 +66,7 @@ Row measure(const std::string& op, const std::string& shape, const TensorView& x
 // The same options without the companion launch.
 template <class Options>
 Options alone(Options options) {
-  if constexpr (std::is_same_v<Options, GemmOptions>) options.companion = false;
-  else options.gemm.companion = false;
+  options.gemm.companion = false;
   return options;
 }
 
@@ -144,7 +142,7 @@ int ops_benchmark(int argc, char** argv) {
         "residual+rmsnorm (k4)", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream); },
         [&](int) {
-          ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream, alone(GemmOptions{}));
+          ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream, {.companion = false});
         },
         unfused_rest, 0.0, cublas, arena, stream));
     // The same without U: RMSNorm's weight folded into the next GEMM's (rmsnorm.hpp).
@@ -152,7 +150,8 @@ int ops_benchmark(int argc, char** argv) {
         "residual+rmsnorm, no U", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, {}, 1e-6f, hout, {}, rstd, ws, bytes, stream); },
         [&](int) {
-          ops::gemm_residual_rmsnorm(x, w, residual, {}, 1e-6f, hout, {}, rstd, ws, bytes, stream, alone(GemmOptions{}));
+          ops::gemm_residual_rmsnorm(x, w, residual, {}, 1e-6f, hout, {}, rstd, ws, bytes, stream,
+                                     {.companion = false});
         },
         unfused_rest, 0.0, cublas, arena, stream));
   }

@@ -15,7 +15,7 @@ namespace {
 constexpr int kPrimary = 120, kLeftOver = 12;
 constexpr double kSpeed = 0.92;
 
-double finish_time(int64_t tile_rows, int64_t companion_rows, double speed = kSpeed) {
+double finish_time(int64_t tile_rows, int64_t companion_rows, double speed) {
   return std::max(double(tile_rows - companion_rows) / kPrimary,
                   double(companion_rows) / (kLeftOver * speed));
 }
@@ -51,13 +51,15 @@ TEST(CompanionRows, NoBetterSplitExists) {
     }
 }
 
-TEST(CompanionRows, ASlowerProgramGetsFewerRows) {
+TEST(CompanionRows, ASlowerProgramGetsNoMoreRows) {
   int64_t previous = 0;
   for (const double speed : {0.3, 0.5, 0.7, 0.92, 1.0}) {
     const int64_t rows = companion_tile_rows(128, 64, kPrimary, kLeftOver, speed);
     EXPECT_GE(rows, previous) << "speed " << speed;
     previous = rows;
   }
+  EXPECT_LT(companion_tile_rows(128, 64, kPrimary, kLeftOver, 0.3),
+            companion_tile_rows(128, 64, kPrimary, kLeftOver, kSpeed));
   EXPECT_EQ(companion_tile_rows(128, 64, kPrimary, kLeftOver, 0.5), 6);  // 122 / 120 against 6 / 6
   EXPECT_EQ(companion_tile_rows(128, 64, kPrimary, kLeftOver, 0.0), 0);  // a program that does not ask
 }

@@ -14,12 +14,13 @@
 //                        by quad shuffles (map_pairs_by_quad_loads)
 //   tile loads           every TileIn is of the operands' 16-bit type `In` (launch_program checks the
 //                        ones tile_inputs() lists, and the CPU executor that a program lists all
-//                        it reads). The program's staged input (program.hpp) is in shared memory
-//                        when the part's program starts, fetched by the mainloop's producer
-//                        while the MMAs ran (kernel.cuh), 128B-swizzled: the program's first
-//                        map reads it with one conflict-free ldmatrix.x4 per eight values (the
-//                        accumulator layout), later reads with one 32-bit shared load per
-//                        pair of adjacent columns. Other inputs: one
+//                        it reads). The program's staged input (program.hpp) is, on the ping-pong
+//                        tile, in shared memory when the part's program starts, fetched by the
+//                        mainloop's producer while the MMAs ran (kernel.cuh), 128B-swizzled: the
+//                        program's first map reads it with one conflict-free ldmatrix.x4 per eight
+//                        values (the accumulator layout), later reads with one 32-bit shared load
+//                        per pair of adjacent columns. Other inputs (and the staged one on the
+//                        m128n256 tile of a companion launch): one
 //                        read-only 32-bit global load per pair, at the thread's first word plus a
 //                        compile-time offset. (An L2 prefetch of the part's rows as its MMAs
 //                        began, cp.async.bulk.prefetch, measured slower: tile load + store 1.30
@@ -707,14 +708,14 @@ class GpuTile {
 /// The mainloop Epilogue that runs `Program` (whose descriptors are the kernel's epilogue
 /// parameters) on every consumer warpgroup's part of every tile; every TileIn is read as `In`, the
 /// operands' type, and every TileOut written as `Out`. `StageInput`: stage the program's staged
-/// input (program.hpp), if it names one, in shared memory; false on the cooperative tile (its
+/// input (program.hpp), if it names one, in shared memory; false on the cooperative tile (a
 /// companion launch, launch.cuh), which reads it from global memory like any other input.
-template <class Program, int Buffers, DType In, DType Out, bool StageInput = StagesAnInput<Program>>
+template <class Program, int Buffers, DType In, DType Out, bool StageInput = true>
 struct ProgramEpilogue {
   using Params = Program;
 
-  // Shared memory. Without a staged input: `Buffers` staging subtiles per consumer. With one
-  // (program.hpp): one 32 KB region, taken by the two consumers in turn (kernel.cuh). The producer
+  // Shared memory. Without a staged input: `Buffers` staging subtiles per consumer. With one staged
+  // here (kStaged; program.hpp): one 32 KB region, taken by the two consumers in turn (kernel.cuh). The producer
   // fetches the tile's part of the input into it, kPartCols / 64 TMA boxes of kPartRows rows x
   // 128 bytes; the program reads it first (launch_program checks), and its stores and reductions
   // then use the same bytes as four staging subtiles. The ring keeps all six stages: there is no

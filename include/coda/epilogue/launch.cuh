@@ -47,7 +47,9 @@ namespace coda {
 inline constexpr int64_t kCooperativeProgramMinK = 4096;
 
 /// Throw unless `Program` runs on `tile`: pingpong_m128n128, or m128n256 unless it stages a tile
-/// input (program.hpp), whose one buffer is handed from one ping-pong consumer to the other.
+/// input (program.hpp): staging hands one buffer from one ping-pong consumer to the other, and only a
+/// companion launch (which has the ping-pong launch beside it) runs such a program on m128n256,
+/// reading that input from global memory.
 template <class Program>
 void check_program_tile(GemmTile tile, const char* argument, const char* function) {
   constexpr bool kPingPongOnly = epilogue::StagesAnInput<Program>;
@@ -77,6 +79,8 @@ GemmTile program_tile(const GemmOperand& a, GemmTile requested, const char* func
 template <class Program>
 mainloop::LaunchPlan plan_program(const GemmOperand& a, const GemmOperand& b, GemmOptions options,
                                   const char* function) {
+  static_assert(!requires { Program::companion_launch; },
+                "companion_launch is gone: a program asks for a companion launch by its companion_speed (program.hpp)");
   options.tile = program_tile<Program>(a, options.tile, function);
   mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, options, function);
   if constexpr (epilogue::AsksForACompanionLaunch<Program>)

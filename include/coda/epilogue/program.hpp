@@ -88,8 +88,8 @@
 // its own, repeated in each of the part's four store subtiles (the compiler may not merge loads
 // across the stores' barriers). A vector that is not set (data null) is not read.
 //
-// A program may ask for a companion launch when it runs on the ping-pong tile, stating how fast it
-// runs there, per SM, against the ping-pong tile (measured: SwiGLU's rows below):
+// A program may ask for a companion launch when it runs on the ping-pong tile, stating how fast a
+// companion SM runs it against a ping-pong SM (measured; SwiGLU's, programs/swiglu.hpp):
 //
 //   static constexpr double companion_speed = 0.92;
 //
@@ -99,7 +99,7 @@
 // as let both launches end together at that speed (gemm/companion.hpp). A staged tile input is read
 // from global memory there. The bits do not change. Measured side by side (bench/RESULTS.md,
 // nineteenth and twentieth sessions): at the power limit SwiGLU at K = 2048 ran 2.5-6% faster with
-// it on an H100 and an H200, residual + RMSNorm 1-5% on an H100; RoPE and cross-entropy gained
+// it on an H100 and an H200, residual + RMSNorm 1-5% on both; RoPE and cross-entropy gained
 // nothing beyond the noise at any speed tried (0.6-0.92) and do not ask.
 //
 // A program whose arguments have rules of their own (beyond what each descriptor's builder in
