@@ -718,8 +718,8 @@ struct ProgramEpilogue {
   // here (kStaged; program.hpp): one 32 KB region, taken by the two consumers in turn (kernel.cuh).
   // The producer fetches the tile's part of the input into it, kPartCols / 64 TMA boxes of
   // kPartRows rows x 128 bytes; the program reads it first (launch_program checks), and its stores
-  // and reductions then use the same bytes as four staging subtiles. The ring keeps all six stages: there is no
-  // room for a 32 KB input beside 32 KB of staging.
+  // and reductions then use the same bytes as four staging subtiles. The ring keeps all six stages:
+  // there is no room for a 32 KB input beside 32 KB of staging.
   static constexpr bool kStaged = StageInput && StagesAnInput<Program>;
   static constexpr int kInputBoxes = kPartCols / detail::kStagedBoxCols;
   static constexpr uint32_t kStagedInputBytes = kStaged ? uint32_t(kPartRows * kPartCols * 2) : 0u;
