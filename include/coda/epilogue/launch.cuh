@@ -49,7 +49,8 @@ inline constexpr int64_t kCooperativeProgramMinK = 4096;
 /// Throw unless `Program` runs on `tile`: pingpong_m128n128, or m128n256 unless it stages a tile
 /// input (program.hpp): staging hands one buffer from one ping-pong consumer to the other, and only a
 /// companion launch (which has the ping-pong launch beside it) runs such a program on m128n256,
-/// reading that input from global memory.
+/// reading that input from global memory. (Run there whole, residual + RMSNorm took 1.03-1.11 of
+/// its ping-pong launch with a companion: bench/RESULTS.md, twenty-first session.)
 template <class Program>
 void check_program_tile(GemmTile tile, const char* argument, const char* function) {
   constexpr bool kPingPongOnly = epilogue::StagesAnInput<Program>;
