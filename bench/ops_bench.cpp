@@ -179,7 +179,7 @@ int ops_benchmark(int argc, char** argv) {
               "default tile), cuBLAS alone, cuBLAS + plain CUDA kernels, torch.compile (PERFORMANCE.md, H200), and coda "
               "GEMM on the ping-pong tile (the fused ops' tile at K < 4096; from K = 4096, except residual + RMSNorm, they run "
               "on m128n256); 'alone': the fused op with GemmOptions::companion = false, no second launch on the SMs the ping-pong "
-              "tile leaves idle (SwiGLU at K < 4096 and residual + RMSNorm have one: elsewhere 'alone' repeats 'fused')\n",
+              "tile leaves idle (SwiGLU and RoPE at K < 4096 and residual + RMSNorm have one: elsewhere 'alone' repeats 'fused')\n",
               current_device().name.c_str());
   std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s %9s\n", "op", "shape", "fused ms", "GEMM ms", "fused/",
               "cuBLAS", "unfused", "compile", "TF/s", "ping-pong", "fused/", "alone");

@@ -4,6 +4,7 @@
 #include "standard_gpu_case.hpp"
 
 #include "coda/epilogue/programs/rmsnorm.hpp"
+#include "coda/epilogue/programs/rope.hpp"
 
 namespace coda::test {
 namespace {
@@ -73,10 +74,10 @@ TEST(StandardProgramsGpu, ProgramsPickTheirTileByK) {
   EXPECT_EQ(tile.operator()<epilogue::ResidualRmsNorm>(x, Major::k, k), GemmTile::pingpong_m128n128);
 }
 
-// A program that asks for it (program.hpp: SwiGLU, residual + RMSNorm) gets a companion launch on
-// the ping-pong tile (gemm/launch.cuh) where the 4-CTA clusters leave SMs over, as on the H100 and
-// H200 (132 SMs, 120 in clusters), and the problem has the tile rows to share; not when the options
-// say no or cap the CTAs. The run_and_compare cases of kShapes' last shape check its bits.
+// A program that asks for it (program.hpp: SwiGLU, RoPE, residual + RMSNorm) gets a companion
+// launch on the ping-pong tile (gemm/launch.cuh) where the 4-CTA clusters leave SMs over, as on the
+// H100 and H200 (132 SMs, 120 in clusters), and the problem has the tile rows to share; not when the
+// options say no or cap the CTAs. The run_and_compare cases of kShapes' last shape check its bits.
 TEST(StandardProgramsGpu, CompanionLaunchWhereSmsAreLeftOver) {
   CODA_REQUIRE_HOPPER();
   const Shape s = kShapes[3];
@@ -88,6 +89,7 @@ TEST(StandardProgramsGpu, CompanionLaunchWhereSmsAreLeftOver) {
   if (sms == 132) {
     EXPECT_EQ(companion_ctas.operator()<epilogue::Swiglu>({}), 10);  // a row of five 2-CTA clusters
     EXPECT_EQ(companion_ctas.operator()<epilogue::ResidualRmsNorm>({}), 10);  // stages an input: read from global
+    EXPECT_EQ(companion_ctas.operator()<epilogue::Rope>({}), 10);
   }
   else GTEST_LOG_(INFO) << "device of " << sms << " SMs: companion of " << companion_ctas.operator()<epilogue::Swiglu>({}) << " CTAs";
   EXPECT_EQ(companion_ctas.operator()<epilogue::Swiglu>({.companion = false}), 0);

@@ -42,7 +42,7 @@ struct Shape {
 };
 // {1024, 2048, 1024} has 4 tiles per CTA: a residual staged in shared memory goes round both
 // consumers. The last has the tile rows for a companion launch (gemm/launch.cuh) on the ping-pong
-// tile, which SwiGLU asks for.
+// tile, which SwiGLU, RoPE and residual + RMSNorm ask for.
 constexpr Shape kShapes[] = {{1, 512, 64},       {200, 600, 136},  {129, 1030, 264},
                              {1024, 2048, 1024}, {2000, 4100, 64}, {4173, 1100, 72}};
 
@@ -321,6 +321,17 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
           if (variant == 1) y = ref::row_scale(y, rstd.host.matrix().data);
           EXPECT_LT(ref::relative_error(out.host.matrix(), ref::rope(y, positions, cache, head_dim, rotated)),
                     kBf16Tolerance);
+          if (tile == GemmTile::automatic && &s == &kShapes[std::size(kShapes) - 1]) {
+            // RoPE asks for a companion launch there (programs/rope.hpp): the bits must not change.
+            DeviceTensor alone(DType::bf16, s.m, n);
+            alone.poison();
+            options.gemm.companion = false;
+            ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(head_dim / 2), sin.view(head_dim / 2),
+                           head_dim, rotated, alone.view(), nullptr, options);
+            CODA_CUDA_CHECK(cudaDeviceSynchronize());
+            alone.download();
+            EXPECT_EQ(alone.host.bytes, out.host.bytes) << "with and without the companion launch";
+          }
 
           HostTensor expected(DType::bf16, s.m, n);
           epilogue::Rope program;

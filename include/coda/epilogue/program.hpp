@@ -99,9 +99,8 @@
 // as let both launches end together at that speed (gemm/companion.hpp). A staged tile input is read
 // from global memory there. The bits do not change. Measured side by side (bench/RESULTS.md,
 // nineteenth to twenty-first sessions): at the power limit SwiGLU at K = 2048 ran 2.5-6% faster
-// with it on an H100 and an H200, residual + RMSNorm 1-5% on both; cross-entropy gained nothing
-// beyond the noise, RoPE nothing on an H100 at any speed tried (0.6-0.92; 1-3% on an H200 at 0.8):
-// neither asks.
+// with it on an H100 and an H200, residual + RMSNorm 1-5%, and RoPE took 0.96-1.01 of its time
+// without it; cross-entropy gained nothing beyond the noise and does not ask.
 //
 // A program whose arguments have rules of their own (beyond what each descriptor's builder in
 // host_arguments.hpp checks) states them in a host member; launch_program and the CPU executor

@@ -22,6 +22,11 @@ struct Rope {
   int32_t rotated_heads = 0;
   ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T) first (kernel 7)
   TileOut out{};             // M x N
+  // A companion launch (program.hpp): on the cooperative tile a companion SM runs the rotation at
+  // about 0.8 of a ping-pong SM (K = 2048, H100, seventeenth session). coda bench ops, the op with
+  // and without it side by side: 0.96-1.01 of its time alone on H100s, 0.97-0.99 on an H200
+  // (bench/RESULTS.md, twenty-first session); at 0.92 it got two more tile rows and was 5% slower.
+  static constexpr double companion_speed = 0.8;
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
