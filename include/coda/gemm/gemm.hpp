@@ -69,9 +69,9 @@ struct GemmOptions {
   bool stream_k = false;
   int raster_group = 0;        // tile-order group height in cluster rows; 0: default (8)
   int max_ctas = 0;            // cap on persistent CTAs (e.g. to leave SMs to other work); 0: all SMs
-  // Epilogue programs that ask for it (epilogue/program.hpp: SwiGLU, residual + RMSNorm) on the
-  // ping-pong tile: run the last tile rows in a second launch on the SMs its 4-CTA clusters leave
-  // idle (12 of an H100's 132; gemm/companion.hpp). Same bits either way; false: one launch.
+  // Epilogue programs that ask for it (epilogue/program.hpp: SwiGLU, RoPE, residual + RMSNorm) on
+  // the ping-pong tile: run the last tile rows in a second launch on the SMs its 4-CTA clusters
+  // leave idle (12 of an H100's 132; gemm/companion.hpp). Same bits either way; false: one launch.
   bool companion = true;
   void* workspace = nullptr;   // zero-filled device memory of at least gemm_workspace_bytes() bytes
   std::size_t workspace_bytes = 0;
