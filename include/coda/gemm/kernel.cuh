@@ -88,8 +88,12 @@ struct SharedStorage {
 template <class Config, class Element, class Epilogue>
 constexpr int kSharedBytes = int(sizeof(SharedStorage<Config, Element, Epilogue>)) + 1024;  // + alignment slack
 
-// Registers per thread after setmaxnreg: 40 * 128 + 2 * 232 * 128 = 64512 <= 65536. The consumers hold
-// 128 accumulators plus the held-back part of the previous tile (see store_epilogue.cuh).
+// Registers per thread after setmaxnreg: 40 * 128 + 2 * 232 * 128 = 64512, exactly what the launch
+// gives the CTA (168 a thread for 384 threads: __launch_bounds__(384, 1)). setmaxnreg only moves
+// registers inside that pool: .inc waits until a .dec has released enough (PTX ISA, setmaxnreg), so
+// a split summing past it hangs (a 24 / 240 split fits; 32 / 240 hung every kernel: bench/RESULTS.md,
+// twenty-second session). The consumers hold 128 accumulators plus the held-back part of the
+// previous tile (see store_epilogue.cuh).
 constexpr uint32_t kProducerRegisters = 40;
 constexpr uint32_t kConsumerRegisters = 232;
 
