@@ -43,7 +43,10 @@ namespace coda {
 /// ping-pong tile; at K = 2048 RoPE 13% and cross-entropy 6% slower). On the ping-pong tile a
 /// program may ask for the SMs its 4-CTA clusters leave idle, through a companion launch of the
 /// m128n256 tile on its last tile rows (program.hpp, `companion_speed`); at K = 4096 the cooperative
-/// tile still won (SwiGLU 5.44 ms against 5.70 on ping-pong with a companion, H100).
+/// tile still won (SwiGLU 5.44 ms against 5.70 on ping-pong with a companion, H100). Nor does it pay
+/// to let the cooperative tile's MMAs go on while a fourth warpgroup runs the program on accumulators
+/// handed to it through L2 (128 KB of fp32 a tile): every op was slower, at K = 4096 than this tile
+/// too (bench/RESULTS.md, twenty-third session).
 inline constexpr int64_t kCooperativeProgramMinK = 4096;
 
 /// Throw unless `Program` runs on `tile`: pingpong_m128n128, or m128n256 unless it stages a tile
