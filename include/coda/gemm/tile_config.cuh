@@ -63,7 +63,7 @@ using TileM64N256 = TileConfig<64, 256, 64, 128, 4, 1, 1, 2>;      // decode-siz
 // 1 x 2 (A shared) 0.71, no cluster 0.62, and the fused ops 4-15% faster; on the H200 (fourteenth
 // session) 2 x 2 was 0.94 against 0.96. (A 64 x 256 ping-pong tile: 0.91 at 5 stages; 128 x 192: 0.82 on the H100;
 // 192 x 128 in 2 x 2 clusters: 0.94 against this tile's 0.93, and the programs, beside 192 accumulators a
-// thread, spilled and ran up to 25% slower: bench/RESULTS.md, twenty-second session. Dropped.)
+// thread, spilled and ran up to 27% slower: bench/RESULTS.md, twenty-second session. Dropped.)
 using TilePingPongM128N128 = TileConfig<128, 128, 128, 128, 6, 2, 2, 2>;  // A and B multicast over 2 x 2
 // Epilogue programs on the m128n256 tile (GemmTile::m128n256, long K: epilogue/launch.cuh): the
 // consumers split the tile along N, each owning a 128 x 128 part, the part a program sees. The same
