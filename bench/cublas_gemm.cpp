@@ -10,7 +10,7 @@ namespace coda::bench {
 namespace {
 
 void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw CudaError(detail::concat(what, " failed: cuBLAS status ", int(s)));
+  if (s != CUBLAS_STATUS_SUCCESS) throw CudaError("cuBLAS", text(what, " failed: status ", int(s)));
 }
 
 cudaDataType_t cuda_type(DType t) {

@@ -3,7 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 
 namespace coda::bench {
 

@@ -32,7 +32,8 @@ void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cud
     case DType::bf16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), count, seed); break;
     case DType::f16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__half*>(data), count, seed); break;
     case DType::f32: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(data), count, seed); break;
-    default: throw InvalidArgument("coda::bench::fill_uniform: argument 'dtype': bf16, f16 or f32 only");
+    default:
+      throw InvalidArgument("coda::bench::fill_uniform", "argument 'dtype': bf16, f16 or f32 only");
   }
   CODA_CUDA_CHECK(cudaGetLastError());
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "coda/core/device.hpp"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 #include "cublas_gemm.hpp"
 #include "device_fill.hpp"
 #include "timing.hpp"
@@ -193,36 +193,14 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const std
 
 }  // namespace
 
-int gemm_benchmark(int argc, char** argv) {
-  std::string set = "all", json = "bench_gemm.json";
-  DType dtype = DType::bf16;
-  GemmOptions forced;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const char* value = i + 1 < argc ? argv[i + 1] : "";
-    if (arg == "--set") set = value, ++i;
-    else if (arg == "--json") json = value, ++i;
-    else if (arg == "--dtype") dtype = std::strcmp(value, "f16") == 0 ? DType::f16 : DType::bf16, ++i;
-    else if (arg == "--tile") {
-      for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256,
-                         GemmTile::pingpong_m128n128})
-        if (name(t) == value) forced.tile = t;
-      ++i;
-    } else if (arg == "--split") {
-      forced.split_k = std::atoi(value), ++i;
-    } else if (arg == "--raster") {
-      forced.raster_group = std::atoi(value), ++i;
-    } else if (arg == "--max-ctas") {
-      forced.max_ctas = std::atoi(value), ++i;
-    } else if (arg == "--warmup-ms") {
-      set_warmup_ms(std::atof(value)), ++i;
-    } else {
-      std::fprintf(stderr, "coda bench gemm: unknown option '%s'\n", arg.c_str());
-      return 2;
-    }
-  }
+std::vector<std::string> gemm_bench_sets() { return {"transformer", "square", "decode", "backward", "quick", "all"}; }
+
+int gemm_benchmark(const GemmBenchOptions& options) {
+  const std::string& set = options.set;
+  const DType dtype = options.dtype;
+  const GemmOptions& forced = options.forced;
   if (!hopper_available()) {
-    std::printf("coda bench gemm: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
+    std::fprintf(stderr, "coda bench gemm: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
     return 1;
   }
   const std::vector<Shape> shapes = shapes_for(set);
@@ -262,8 +240,8 @@ int gemm_benchmark(int argc, char** argv) {
     geomeans[group] = std::exp(sum.first / sum.second);
     std::printf("  %-12s %.3f over %d shapes\n", group.c_str(), geomeans[group], sum.second);
   }
-  write_json(json, rows, geomeans, device, dtype);
-  std::printf("wrote %s\n", json.c_str());
+  write_json(options.json, rows, geomeans, device, dtype);
+  std::printf("wrote %s\n", options.json.c_str());
   cudaStreamDestroy(stream);
   return 0;
 }

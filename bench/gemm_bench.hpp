@@ -1,11 +1,24 @@
 // `coda bench gemm`: coda's GEMM against cuBLAS on the same shapes, majors and data, in one run.
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include "coda/core/dtype.hpp"
+#include "coda/gemm.hpp"
+
 namespace coda::bench {
 
-/// Options: --set {transformer,square,decode,backward,quick,all} (default all), --dtype {bf16,f16},
-/// --json PATH (default bench_gemm.json), --tile NAME (force a configuration), --split N (split-K),
-/// --raster N (tile-order group height), --max-ctas N (cap the persistent grid, whole clusters).
-int gemm_benchmark(int argc, char** argv);
+struct GemmBenchOptions {
+  std::string set = "all";  // one of gemm_bench_sets()
+  DType dtype = DType::bf16;
+  std::string json = "bench_gemm.json";
+  GemmOptions forced;  // a tile, split-K, raster group or grid cap forced on every shape
+};
+
+/// The shape sets: transformer, square, decode, backward, quick, all.
+std::vector<std::string> gemm_bench_sets();
+
+int gemm_benchmark(const GemmBenchOptions& options);
 
 }  // namespace coda::bench

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "arena.hpp"
 #include "coda/core/device.hpp"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 #include "coda/ops/cross_entropy.hpp"
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/rope.hpp"
 #include "coda/ops/swiglu.hpp"
-#include "arena.hpp"
 #include "cublas_gemm.hpp"
 #include "device_fill.hpp"
 #include "timing.hpp"
@@ -72,20 +72,9 @@ Options alone(Options options) {
 
 }  // namespace
 
-int ops_benchmark(int argc, char** argv) {
-  std::string json = "bench_ops.json";
-  for (int i = 1; i < argc; i += 2) {
-    const std::string arg = argv[i];
-    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (value && arg == "--json") json = value;
-    else if (value && arg == "--warmup-ms") set_warmup_ms(std::atof(value));
-    else {
-      std::fprintf(stderr, "coda bench ops: unknown option '%s' (or no value after it)\n", arg.c_str());
-      return 2;
-    }
-  }
+int ops_benchmark(const std::string& json) {
   if (!hopper_available()) {
-    std::printf("coda bench ops: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
+    std::fprintf(stderr, "coda bench ops: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
     return 1;
   }
   cudaStream_t stream = nullptr;
@@ -139,10 +128,11 @@ int ops_benchmark(int argc, char** argv) {
       residual_rmsnorm(bf16(y), bf16(residual), static_cast<float*>(g.data), bf16(hout), bf16(u), t, h, 1e-6f, stream);
     };
     rows.push_back(measure(
-        "residual+rmsnorm (k4)", "T=16384 H=" + std::to_string(h), x, w,
+        "residual+rmsnorm", "T=16384 H=" + std::to_string(h), x, w,
         [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream); },
         [&](int) {
-          ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream, {.companion = false});
+          ops::gemm_residual_rmsnorm(x, w, residual, g, 1e-6f, hout, u, rstd, ws, bytes, stream,
+                                     alone(ops::ResidualRmsNormOptions{}));
         },
         unfused_rest, 0.0, cublas, arena, stream));
     // The same without U: RMSNorm's weight folded into the next GEMM's (rmsnorm.hpp).
@@ -151,7 +141,7 @@ int ops_benchmark(int argc, char** argv) {
         [&](int) { ops::gemm_residual_rmsnorm(x, w, residual, {}, 1e-6f, hout, {}, rstd, ws, bytes, stream); },
         [&](int) {
           ops::gemm_residual_rmsnorm(x, w, residual, {}, 1e-6f, hout, {}, rstd, ws, bytes, stream,
-                                     {.companion = false});
+                                     alone(ops::ResidualRmsNormOptions{}));
         },
         unfused_rest, 0.0, cublas, arena, stream));
   }
@@ -175,12 +165,15 @@ int ops_benchmark(int argc, char** argv) {
         7.49, cublas, arena, stream));
   }
 
-  std::printf("coda bench ops: %s, bf16, median of CUDA-graph replays; fused vs coda GEMM alone (same shape, its "
-              "default tile), cuBLAS alone, cuBLAS + plain CUDA kernels, torch.compile (PERFORMANCE.md, H200), and coda "
-              "GEMM on the ping-pong tile (the fused ops' tile at K < 4096; from K = 4096, except residual + RMSNorm, they run "
-              "on m128n256); 'alone': the fused op with GemmOptions::companion = false, no second launch on the SMs the ping-pong "
-              "tile leaves idle (SwiGLU and RoPE at K < 4096 and residual + RMSNorm have one: elsewhere 'alone' repeats 'fused')\n",
-              current_device().name.c_str());
+  std::printf(
+      "coda bench ops: %s, bf16, median of CUDA-graph replays; fused vs coda GEMM alone (same shape, its "
+      "default tile), cuBLAS alone, cuBLAS + plain CUDA kernels, torch.compile (docs/performance.md, H200), and coda "
+      "GEMM on the ping-pong tile (the fused ops' tile at K < 4096; from K = 4096, except residual + RMSNorm, they run "
+      "on m128n256); 'alone': the fused op with GemmOptions::companion = false, no second launch on the SMs the "
+      "ping-pong "
+      "tile leaves idle (SwiGLU and RoPE at K < 4096 and residual + RMSNorm have one: elsewhere 'alone' repeats "
+      "'fused')\n",
+      current_device().name.c_str());
   std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s %9s\n", "op", "shape", "fused ms", "GEMM ms", "fused/",
               "cuBLAS", "unfused", "compile", "TF/s", "ping-pong", "fused/", "alone");
   std::printf("%-22s %-24s %9s %9s %7s %9s %9s %9s %8s %9s %7s %9s\n", "", "", "", "(coda)", "GEMM", "ms", "ms", "ms",

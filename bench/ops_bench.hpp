@@ -1,10 +1,12 @@
 // `coda bench ops`: each fused op against coda's GEMM alone, cuBLAS alone and the unfused
-// sequence (cuBLAS + plain CUDA kernels) at the shapes of PERFORMANCE.md, in one run.
+// sequence (cuBLAS + plain CUDA kernels) at the shapes of docs/performance.md, in one run.
 #pragma once
+
+#include <string>
 
 namespace coda::bench {
 
-/// Options: --json PATH (default bench_ops.json).
-int ops_benchmark(int argc, char** argv);
+/// Prints the table and writes it to `json`.
+int ops_benchmark(const std::string& json);
 
 }  // namespace coda::bench

@@ -3,6 +3,6 @@
 
 namespace coda::bench {
 
-int primitives_benchmark(int argc, char** argv);
+int primitives_benchmark();
 
 }  // namespace coda::bench

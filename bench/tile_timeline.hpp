@@ -3,6 +3,6 @@
 
 namespace coda::bench {
 
-int timeline_benchmark(int argc, char** argv);
+int timeline_benchmark();
 
 }  // namespace coda::bench

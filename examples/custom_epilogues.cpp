@@ -30,10 +30,10 @@
 // One program, two executors
 // --------------------------
 // The same struct runs on the CPU and on the GPU:
-//   - coda::ref::run_epilogue (coda/reference/epilogue_executor.hpp) runs it on the CPU over the
+//   - coda::reference::run_epilogue (coda/reference/epilogue_executor.hpp) runs it on the CPU over the
 //     accumulators of a reference GEMM, plainly, loop by loop. That is what this example does,
 //     and how CI, which has no GPU, tests every program;
-//   - coda::gemm_program (coda/epilogue/launch.cuh) runs it on a Hopper GPU inside the GEMM
+//   - coda::epilogue::gemm_program (coda/epilogue/launch.cuh) runs it on a Hopper GPU inside the GEMM
 //     kernel, straight on the accumulator registers, with descriptors made from device tensors
 //     by coda/epilogue/host_arguments.hpp. Mark the call operator CODA_HD so nvcc compiles it
 //     for the device too (gemm_program also runs it once on the host, on a tile that only
@@ -51,6 +51,9 @@
 //
 //   coda::epilogue::LinearCombinationOf<coda::epilogue::LinearCombinationTerms{
 //       .column_bias = true, .pre_activation = true, .activation = coda::epilogue::Activation::gelu_tanh}> p;
+//
+// A .cu file of your own builds the GPU kernels: with an installed coda, link coda::coda and call
+// coda_target_cuda_options(<target>) for nvcc's flags (README, "Writing an epilogue program").
 //
 // This file writes two programs, runs each on a small random problem with the CPU executor,
 // checks the results against a plain double-precision computation and prints a short report:
@@ -124,16 +127,16 @@ std::mt19937_64 generator(20240601);  // fixed: the report reads the same every 
 double uniform() { return std::uniform_real_distribution<double>(-1.0, 1.0)(generator); }
 
 // A rows x cols matrix of random values that bf16 represents exactly (what a GEMM's operands hold).
-coda::ref::Matrix random_bf16_matrix(int64_t rows, int64_t cols) {
-  coda::ref::Matrix m(rows, cols);
+coda::reference::Matrix random_bf16_matrix(int64_t rows, int64_t cols) {
+  coda::reference::Matrix m(rows, cols);
   for (double& v : m.data) v = coda::round_to(DType::bf16, float(uniform()));
   return m;
 }
 
 // A batch of matrices in one host buffer of bf16 bits, batch b at b * rows * cols.
-std::vector<uint16_t> to_bf16_buffer(const std::vector<coda::ref::Matrix>& batch) {
+std::vector<uint16_t> to_bf16_buffer(const std::vector<coda::reference::Matrix>& batch) {
   std::vector<uint16_t> bits;
-  for (const coda::ref::Matrix& m : batch)
+  for (const coda::reference::Matrix& m : batch)
     for (double v : m.data) bits.push_back(coda::float_to_bf16_bits(float(v)));
   return bits;
 }
@@ -168,16 +171,16 @@ constexpr double kF32Bound = 1e-6;
 
 // The part shape the GPU executor uses; the CPU executor is given the same, so per-part results
 // (none in these two programs) would match the GPU's.
-constexpr coda::ref::PartShape kPart{coda::epilogue::kPartRows, coda::epilogue::kPartCols};
+constexpr coda::reference::PartShape kPart{coda::epilogue::kPartRows, coda::epilogue::kPartCols};
 
 bool run_gated_silu() {
   const int64_t m = 100, n = 192, k = 64;  // N = 2F interleaved; neither M nor N a multiple of the part
-  const coda::ref::Matrix acc =
-      coda::ref::gemm(random_bf16_matrix(m, k), coda::Major::k, random_bf16_matrix(n, k), coda::Major::k);
+  const coda::reference::Matrix acc =
+      coda::reference::gemm(random_bf16_matrix(m, k), coda::Major::k, random_bf16_matrix(n, k), coda::Major::k);
 
   std::vector<float> out(std::size_t(m * n / 2), NAN);
   const GatedSilu program{.out = {.data = out.data(), .dtype = DType::f32, .ld = n / 2}};
-  coda::ref::run_epilogue(program, acc, /*batch=*/0, kPart);
+  coda::reference::run_epilogue(program, acc, /*batch=*/0, kPart);
 
   std::vector<double> got(out.begin(), out.end()), want;
   for (int64_t r = 0; r < m; ++r)
@@ -193,9 +196,10 @@ bool run_gated_silu() {
 bool run_two_outputs() {
   const int64_t batch = 2, m = 100, n = 160, k = 64;
   const float alpha = 2.0f, beta = 1.0f, x_factor = 3.0f;  // the seed example's values
-  std::vector<coda::ref::Matrix> acc, c, x;
+  std::vector<coda::reference::Matrix> acc, c, x;
   for (int64_t b = 0; b < batch; ++b) {
-    acc.push_back(coda::ref::gemm(random_bf16_matrix(m, k), coda::Major::k, random_bf16_matrix(n, k), coda::Major::k));
+    acc.push_back(
+        coda::reference::gemm(random_bf16_matrix(m, k), coda::Major::k, random_bf16_matrix(n, k), coda::Major::k));
     c.push_back(random_bf16_matrix(m, n));
     x.push_back(random_bf16_matrix(m, n));
   }
@@ -212,7 +216,7 @@ bool run_two_outputs() {
       .x_factor = x_factor,
       .d = {.data = d_bits.data(), .dtype = DType::bf16, .ld = n, .batch_stride = m * n},
       .y = {.data = y.data(), .dtype = DType::f32, .ld = n, .batch_stride = m * n}};
-  for (int64_t b = 0; b < batch; ++b) coda::ref::run_epilogue(program, acc[std::size_t(b)], int32_t(b), kPart);
+  for (int64_t b = 0; b < batch; ++b) coda::reference::run_epilogue(program, acc[std::size_t(b)], int32_t(b), kPart);
 
   std::vector<double> want_d, want_y;
   for (int64_t b = 0; b < batch; ++b)

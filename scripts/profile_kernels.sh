@@ -7,7 +7,7 @@
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
 { cmake -S . -B build-profile -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS=-lineinfo -DCODA_BUILD_TESTS=OFF &&
-  cmake --build build-profile --target coda; } > "$out/profile_build.log" 2>&1 || { tail -40 "$out/profile_build.log"; exit 1; }
+  cmake --build build-profile --target coda_cli; } > "$out/profile_build.log" 2>&1 || { tail -40 "$out/profile_build.log"; exit 1; }
 for case in "$@"; do
   read -r name regex cmd <<< "$case"
   timeout 240 ncu --clock-control none --set full --import-source yes --kernel-name-base demangled \

@@ -8,15 +8,27 @@
  *   coda_status s = coda_gemm(&x, CODA_K_MAJOR, &w, CODA_K_MAJOR, &y, NULL, 0, stream);
  *   if (s != CODA_OK) fprintf(stderr, "%s\n", coda_last_error());
  *
- * Every function returns a coda_status; on failure coda_last_error() holds a message (per
- * thread) that names the function, the argument and the rule it broke. No function here
- * allocates device memory or synchronizes the stream.
+ * Every function returns a coda_status (or, for the few that cannot fail, a value); on failure
+ * coda_last_error() holds a message (per thread) that starts with the function's name, then
+ * names the argument and the rule it broke. No function here allocates device memory,
+ * synchronizes the stream or lets a C++ exception out. Workspaces may hold anything: a function
+ * writes every workspace byte it reads first (or clears it on its stream).
+ *
+ * libcoda exports the symbols of this header and of coda's C++ API (include/coda) only, and links
+ * the C++ runtime as a shared library: it loads beside any other C++ code (a Python process with
+ * torch imported included).
  */
 #ifndef CODA_CODA_H
 #define CODA_CODA_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CODA_C_API __attribute__((visibility("default")))
+#else
+#define CODA_C_API
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,72 +64,98 @@ typedef struct coda_tensor {
   int64_t stride[3];
 } coda_tensor;
 
-/* "0.1.0" */
-const char* coda_version(void);
+/* libcoda's version, "major.minor.patch". */
+CODA_C_API const char* coda_version(void);
 /* The message of the last failed call on this thread ("" after a success). */
-const char* coda_last_error(void);
+CODA_C_API const char* coda_last_error(void);
 /* Short name of a status code ("invalid argument", ...). */
-const char* coda_status_name(coda_status status);
+CODA_C_API const char* coda_status_name(coda_status status);
 /* Number of CUDA devices visible (0 with no device or driver); never fails. */
-int32_t coda_device_count(void);
+CODA_C_API int32_t coda_device_count(void);
 
 /* C = A * B^T on `stream` (a cudaStream_t; NULL: the default stream), the C form of coda::gemm
- * (coda/gemm/gemm.hpp, which has the full rules). A is (M x K) when K-major, (K x M) when
- * MN-major; B is (N x K) when K-major, (K x N) when MN-major; C is (M x N). Rank-3 tensors add a
- * leading batch dimension. A and B bf16 or f16 (the same), C bf16, f16 or f32; every row and
- * batch stride and every base address 16-byte aligned. `workspace` (device memory of
- * `workspace_bytes`, see coda_gemm_workspace_bytes) lets small problems split K; NULL and 0 are
- * always valid. Needs a Hopper GPU (sm_90): elsewhere it returns CODA_UNSUPPORTED. */
-coda_status coda_gemm(const coda_tensor* a, coda_major a_major, const coda_tensor* b, coda_major b_major,
-                      const coda_tensor* c, void* workspace, size_t workspace_bytes, void* stream);
+ * (coda/gemm.hpp, which has the full rules). A is (M x K) when K-major, (K x M) when MN-major; B is
+ * (N x K) when K-major, (K x N) when MN-major; C is (M x N). Rank-3 tensors add a leading batch
+ * dimension. A and B bf16 or f16 (the same), C bf16, f16 or f32; M, N, K and the batch each below
+ * 2^31; every row and batch stride and every base address 16-byte aligned. `workspace` (device
+ * memory of `workspace_bytes`, any contents: see coda_gemm_workspace_bytes) lets problems with few
+ * output tiles split K; NULL and 0 are always valid. A workspace smaller than the plan needs is no
+ * error: the call computes whole tiles instead (the same values; coda_gemm_plan tells). Needs a
+ * Hopper GPU (sm_90): elsewhere it returns CODA_UNSUPPORTED. */
+CODA_C_API coda_status coda_gemm(const coda_tensor* a, coda_major a_major, const coda_tensor* b, coda_major b_major,
+                                 const coda_tensor* c, void* workspace, size_t workspace_bytes, void* stream);
 
 /* The workspace coda_gemm would use for this problem, in *bytes (0 when it would not split K). */
-coda_status coda_gemm_workspace_bytes(const coda_tensor* a, coda_major a_major, const coda_tensor* b,
-                                      coda_major b_major, const coda_tensor* c, size_t* bytes);
+CODA_C_API coda_status coda_gemm_workspace_bytes(const coda_tensor* a, coda_major a_major, const coda_tensor* b,
+                                                 coda_major b_major, const coda_tensor* c, size_t* bytes);
+
+/* What coda_gemm runs for this problem given a workspace of `workspace_bytes`. */
+typedef struct coda_gemm_plan_info {
+  const char* tile;        /* the tile configuration ("m128n256", ...); static storage */
+  int32_t split_k;         /* K segments per output tile (1: none) */
+  int32_t stream_k_tiles;  /* tiles shared out by K iterations at the end (0: none) */
+  int32_t ctas;            /* persistent CTAs launched */
+  int64_t output_tiles;    /* tiles of C (all batches) */
+  size_t workspace_bytes;  /* workspace the plan uses (0: none) */
+} coda_gemm_plan_info;
+CODA_C_API coda_status coda_gemm_plan(const coda_tensor* a, coda_major a_major, const coda_tensor* b,
+                                      coda_major b_major, const coda_tensor* c, size_t workspace_bytes,
+                                      coda_gemm_plan_info* plan);
 
 /* ---- fused ops (the coda/ops headers): a GEMM X W^T with its epilogue. Tensors are device memory;
  * vectors are rank 1. Optional tensors may be NULL. x, w and the tile outputs share one dtype
  * (CODA_BF16 or CODA_F16); all operands are K-major. */
 
-/* out = silu(G) * U, [G, U] interleaved in the columns of X W^T (kernel 2; row_scale: kernel 6). */
-coda_status coda_gemm_swiglu(const coda_tensor* x, const coda_tensor* w, const coda_tensor* out,
-                             const coda_tensor* pre_activation, const coda_tensor* row_scale, void* stream);
+/* out = silu(G) * U, [G, U] interleaved in the columns of X W^T (SwiGLU). pre_activation (M x 2F)
+ * stores X W^T too; row_scale (f32, M) scales X W^T's rows first (after an RMSNorm). */
+CODA_C_API coda_status coda_gemm_swiglu(const coda_tensor* x, const coda_tensor* w, const coda_tensor* out,
+                                        const coda_tensor* pre_activation, const coda_tensor* row_scale, void* stream);
 
-/* out = RoPE(X W^T) by positions (int32) and the cos/sin cache (f32, max_pos x head_dim/2). */
-coda_status coda_gemm_rope(const coda_tensor* x, const coda_tensor* w, const coda_tensor* positions,
-                           const coda_tensor* cos, const coda_tensor* sin, int32_t head_dim, int32_t rotated_heads,
-                           const coda_tensor* out, const coda_tensor* row_scale, void* stream);
+/* out = RoPE(X W^T) by positions (int32) and the cos/sin cache (f32, max_pos x head_dim/2); heads
+ * from rotated_heads on pass through; row_scale as for SwiGLU. */
+CODA_C_API coda_status coda_gemm_rope(const coda_tensor* x, const coda_tensor* w, const coda_tensor* positions,
+                                      const coda_tensor* cos, const coda_tensor* sin, int32_t head_dim,
+                                      int32_t rotated_heads, const coda_tensor* out, const coda_tensor* row_scale,
+                                      void* stream);
 
-/* h = X W^T + residual, u = h * weight, rstd = rsqrt(mean(h^2) + eps) (kernel 4 + its reduction).
-   u may be NULL (not stored; weight, then unread, may be NULL too): for a W2 with the weight folded in. */
-size_t coda_residual_rmsnorm_workspace_bytes(int64_t m, int64_t n);
-coda_status coda_gemm_residual_rmsnorm(const coda_tensor* x, const coda_tensor* w, const coda_tensor* residual,
-                                       const coda_tensor* weight, float eps, const coda_tensor* h,
-                                       const coda_tensor* u, const coda_tensor* rstd, void* workspace,
-                                       size_t workspace_bytes, void* stream);
+/* h = X W^T + residual, u = h * weight, rstd = rsqrt(mean(h^2) + eps) (residual + RMSNorm).
+ * u may be NULL (not stored; weight, then unread, may be NULL too): for a W2 with the weight folded
+ * in. The workspace: *bytes from coda_residual_rmsnorm_workspace_bytes (M x N outputs, M, N >= 1). */
+CODA_C_API coda_status coda_residual_rmsnorm_workspace_bytes(int64_t m, int64_t n, size_t* bytes);
+CODA_C_API coda_status coda_gemm_residual_rmsnorm(const coda_tensor* x, const coda_tensor* w,
+                                                  const coda_tensor* residual, const coda_tensor* weight, float eps,
+                                                  const coda_tensor* h, const coda_tensor* u, const coda_tensor* rstd,
+                                                  void* workspace, size_t workspace_bytes, void* stream);
 
-/* out = rstd[m] * (X W^T) (kernel 5). */
-coda_status coda_gemm_row_scale(const coda_tensor* x, const coda_tensor* w, const coda_tensor* rstd,
-                                const coda_tensor* out, void* stream);
+/* out = rstd[m] * (X W^T): the GEMM after an RMSNorm. */
+CODA_C_API coda_status coda_gemm_row_scale(const coda_tensor* x, const coda_tensor* w, const coda_tensor* rstd,
+                                           const coda_tensor* out, void* stream);
 
-typedef enum coda_loss_reduction { CODA_REDUCTION_NONE = 0, CODA_REDUCTION_SUM = 1, CODA_REDUCTION_MEAN = 2 } coda_loss_reduction;
+typedef enum coda_loss_reduction {
+  CODA_REDUCTION_NONE = 0,
+  CODA_REDUCTION_SUM = 1,
+  CODA_REDUCTION_MEAN = 2
+} coda_loss_reduction;
 
 typedef struct coda_cross_entropy_options {
-  int32_t ignore_index;      /* -100 in PyTorch */
-  float label_smoothing;     /* [0, 1) */
-  float z_loss;              /* >= 0 */
-  float softcap;             /* 0: off */
+  int32_t ignore_index;  /* -100 in PyTorch */
+  float label_smoothing; /* [0, 1) */
+  float z_loss;          /* >= 0 */
+  float softcap;         /* 0: off */
   coda_loss_reduction reduction;
 } coda_cross_entropy_options;
 
-/* LM head + cross-entropy without materializing the logits (kernel 3; row_scale: kernel 8).
- * loss: f32, M values (CODA_REDUCTION_NONE) or 1; lse: f32, M. logits and row_scale may be NULL. */
-size_t coda_cross_entropy_workspace_bytes(int64_t m, int64_t vocab, const coda_cross_entropy_options* options);
-coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets,
-                                    const coda_tensor* loss, const coda_tensor* lse,
-                                    const coda_cross_entropy_options* options, const coda_tensor* row_scale,
-                                    const coda_tensor* logits, void* workspace, size_t workspace_bytes,
-                                    void* stream);
+/* LM head + cross-entropy without materializing the logits (row_scale: the final RMSNorm's rstd).
+ * loss: f32, M values (CODA_REDUCTION_NONE) or 1; lse: f32, M. logits and row_scale may be NULL;
+ * options NULL: PyTorch's defaults (ignore_index -100, mean). The workspace: *bytes from
+ * coda_cross_entropy_workspace_bytes (M tokens, a vocabulary of `vocab`, both >= 1). */
+CODA_C_API coda_status coda_cross_entropy_workspace_bytes(int64_t m, int64_t vocab,
+                                                          const coda_cross_entropy_options* options, size_t* bytes);
+CODA_C_API coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets,
+                                               const coda_tensor* loss, const coda_tensor* lse,
+                                               const coda_cross_entropy_options* options,
+                                               const coda_tensor* row_scale, const coda_tensor* logits,
+                                               void* workspace, size_t workspace_bytes, void* stream);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,9 @@
-// Shared by the C ABI's translation units: status plumbing and C-to-C++ view conversion.
+// Internal, shared by the C ABI's translation units: the call wrapper (status codes, the
+// per-thread message under the C function's name, no exception across the boundary) and the
+// C-to-C++ view conversion.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <string_view>
 
@@ -12,7 +16,18 @@
 namespace coda::capi {
 
 /// Record `s` as this thread's last error (or clear it) and return its C code.
-coda_status finish(const Status& s);
+coda_status finish(const Status& s) noexcept;
+
+/// Run a C function's body: what it throws becomes the status and message of `function` (the C
+/// function's name, the one prefix of every message it reports).
+template <class Body>
+coda_status c_call(const char* function, Body&& body) noexcept {
+  try {
+    return finish(status_of(function, body));
+  } catch (...) {  // building the message failed (out of memory)
+    return finish(Status());
+  }
+}
 
 /// A C tensor as a TensorView (rank 2: shape[0..1]; rank 3: shape[0..2]). Reads no more than the
 /// struct holds whatever its rank, so it is safe before check_tensor() has run.
@@ -38,5 +53,7 @@ ArgumentCheck& check_tensor(ArgumentCheck& check, std::string_view argument, con
 ArgumentCheck& check_major(ArgumentCheck& check, std::string_view argument, coda_major major);
 
 inline Major major_of(coda_major major) { return major == CODA_K_MAJOR ? Major::k : Major::mn; }
+
+inline cudaStream_t stream_of(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 }  // namespace coda::capi

@@ -1,18 +1,28 @@
-// The C ABI: thin wrappers that turn C++ errors into status codes and a per-thread message.
-#include "coda/coda.h"
-
+// The C ABI's common functions: version, messages, status names, devices.
 #include <string>
 
+#include "capi/c_bridge.hpp"
+#include "coda/coda.h"
 #include "coda/core/device.hpp"
 #include "coda/core/status.hpp"
-#include "capi/c_bridge.hpp"
 
 namespace coda::capi {
+namespace {
 
 thread_local std::string last_error_message;
 
-coda_status finish(const Status& s) {
-  last_error_message = s.ok() ? std::string() : s.message();
+}  // namespace
+
+coda_status finish(const Status& s) noexcept {
+  if (s.ok()) {
+    last_error_message.clear();
+    return CODA_OK;
+  }
+  try {
+    last_error_message = s.message();
+  } catch (...) {
+    last_error_message.clear();  // out of memory: the code alone
+  }
   return static_cast<coda_status>(s.code());
 }
 
@@ -21,22 +31,21 @@ ArgumentCheck& check_tensor(ArgumentCheck& check, std::string_view argument, con
   check.not_null(argument, t);
   if (check.failed()) return check;
   return check.rank_in(argument, view_of(*t), min_rank, max_rank)
-      .require(t->dtype >= CODA_F32 && t->dtype <= CODA_I32, argument,
-               detail::concat("dtype code ", int(t->dtype), " is not a coda_dtype (", int(CODA_F32), " to ",
-                              int(CODA_I32), ")"));
+      .require(t->dtype >= CODA_F32 && t->dtype <= CODA_I32, argument, "dtype code ", int(t->dtype),
+               " is not a coda_dtype (", int(CODA_F32), " to ", int(CODA_I32), ")");
 }
 
 ArgumentCheck& check_major(ArgumentCheck& check, std::string_view argument, coda_major major) {
-  return check.require(major == CODA_K_MAJOR || major == CODA_MN_MAJOR, argument,
-                       detail::concat("code ", int(major), " is not a coda_major (CODA_K_MAJOR ", int(CODA_K_MAJOR),
-                                      " or CODA_MN_MAJOR ", int(CODA_MN_MAJOR), ")"));
+  return check.require(major == CODA_K_MAJOR || major == CODA_MN_MAJOR, argument, "code ", int(major),
+                       " is not a coda_major (CODA_K_MAJOR ", int(CODA_K_MAJOR), " or CODA_MN_MAJOR ",
+                       int(CODA_MN_MAJOR), ")");
 }
 
 }  // namespace coda::capi
 
 extern "C" {
 
-const char* coda_version(void) { return "0.1.0"; }
+const char* coda_version(void) { return CODA_VERSION; }
 
 const char* coda_last_error(void) { return coda::capi::last_error_message.c_str(); }
 
@@ -51,6 +60,12 @@ const char* coda_status_name(coda_status status) {
   return "unknown status";
 }
 
-int32_t coda_device_count(void) { return int32_t(coda::list_devices().size()); }
+int32_t coda_device_count(void) {
+  try {
+    return int32_t(coda::list_devices().size());
+  } catch (...) {
+    return 0;
+  }
+}
 
 }  // extern "C"

@@ -4,7 +4,7 @@
 
 #include "capi/c_bridge.hpp"
 #include "coda/coda.h"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 
 namespace coda::capi {
 namespace {
@@ -14,17 +14,16 @@ struct GemmArguments {
   TensorView c;
 };
 
-Status convert_gemm_arguments(const char* function, const coda_tensor* a, coda_major a_major, const coda_tensor* b,
-                              coda_major b_major, const coda_tensor* c, GemmArguments& out) {
+GemmArguments gemm_arguments(const char* function, const coda_tensor* a, coda_major a_major, const coda_tensor* b,
+                             coda_major b_major, const coda_tensor* c) {
   ArgumentCheck check(function);
   check_tensor(check, "a", a, 2, 3);
   check_major(check, "a_major", a_major);
   check_tensor(check, "b", b, 2, 3);
   check_major(check, "b_major", b_major);
   check_tensor(check, "c", c, 2, 3);
-  if (check.failed()) return check.status();
-  out = {{view_of(*a), major_of(a_major)}, {view_of(*b), major_of(b_major)}, view_of(*c)};
-  return Status::success();
+  check.throw_if_error();
+  return {{view_of(*a), major_of(a_major)}, {view_of(*b), major_of(b_major)}, view_of(*c)};
 }
 
 }  // namespace
@@ -34,27 +33,44 @@ extern "C" {
 
 coda_status coda_gemm(const coda_tensor* a, coda_major a_major, const coda_tensor* b, coda_major b_major,
                       const coda_tensor* c, void* workspace, size_t workspace_bytes, void* stream) {
-  using namespace coda;
-  capi::GemmArguments args;
-  Status s = capi::convert_gemm_arguments("coda_gemm", a, a_major, b, b_major, c, args);
-  if (s.ok()) {
-    GemmOptions options;
-    options.workspace = workspace;
-    options.workspace_bytes = workspace_bytes;
-    s = try_gemm(args.a, args.b, args.c, static_cast<cudaStream_t>(stream), options);
-  }
-  return capi::finish(s);
+  constexpr const char* kFunction = "coda_gemm";
+  return coda::capi::c_call(kFunction, [&] {
+    const auto args = coda::capi::gemm_arguments(kFunction, a, a_major, b, b_major, c);
+    coda::gemm(args.a, args.b, args.c, coda::capi::stream_of(stream),
+               {.workspace = workspace, .workspace_bytes = workspace_bytes});
+  });
 }
 
 coda_status coda_gemm_workspace_bytes(const coda_tensor* a, coda_major a_major, const coda_tensor* b,
                                       coda_major b_major, const coda_tensor* c, size_t* bytes) {
-  using namespace coda;
+  constexpr const char* kFunction = "coda_gemm_workspace_bytes";
   if (bytes != nullptr) *bytes = 0;
-  capi::GemmArguments args;
-  Status s = capi::convert_gemm_arguments("coda_gemm_workspace_bytes", a, a_major, b, b_major, c, args);
-  if (s.ok()) s = ArgumentCheck("coda_gemm_workspace_bytes").not_null("bytes", bytes).status();
-  if (s.ok()) s = status_of([&] { *bytes = gemm_workspace_bytes(args.a, args.b, args.c); });
-  return capi::finish(s);
+  return coda::capi::c_call(kFunction, [&] {
+    const auto args = coda::capi::gemm_arguments(kFunction, a, a_major, b, b_major, c);
+    coda::ArgumentCheck(kFunction).not_null("bytes", bytes).throw_if_error();
+    *bytes = coda::gemm_workspace_bytes(args.a, args.b, args.c);
+  });
+}
+
+coda_status coda_gemm_plan(const coda_tensor* a, coda_major a_major, const coda_tensor* b, coda_major b_major,
+                           const coda_tensor* c, size_t workspace_bytes, coda_gemm_plan_info* plan) {
+  constexpr const char* kFunction = "coda_gemm_plan";
+  if (plan != nullptr) *plan = coda_gemm_plan_info{};
+  return coda::capi::c_call(kFunction, [&] {
+    const auto args = coda::capi::gemm_arguments(kFunction, a, a_major, b, b_major, c);
+    coda::ArgumentCheck(kFunction).not_null("plan", plan).throw_if_error();
+    // Planned as if a workspace of `workspace_bytes` were given: its address plays no part.
+    coda::GemmOptions options;
+    options.workspace = workspace_bytes > 0 ? reinterpret_cast<void*>(uintptr_t(256)) : nullptr;
+    options.workspace_bytes = workspace_bytes;
+    const coda::GemmPlan p = coda::plan_gemm(args.a, args.b, args.c, options);
+    plan->tile = coda::name(p.tile).data();
+    plan->split_k = p.split_k;
+    plan->stream_k_tiles = p.stream_k_tiles;
+    plan->ctas = p.ctas;
+    plan->output_tiles = p.output_tiles;
+    plan->workspace_bytes = p.workspace_bytes;
+  });
 }
 
 }  // extern "C"

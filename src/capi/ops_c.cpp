@@ -28,9 +28,14 @@ struct Views {
   }
 };
 
-ops::CrossEntropyOptions options_of(const coda_cross_entropy_options* o) {
+// The C options as C++ options (defaults for a null pointer); an unknown reduction code is refused.
+ops::CrossEntropyOptions options_of(const coda_cross_entropy_options* o, ArgumentCheck& check) {
   ops::CrossEntropyOptions out;
   if (!o) return out;
+  check.require(
+      o->reduction == CODA_REDUCTION_NONE || o->reduction == CODA_REDUCTION_SUM || o->reduction == CODA_REDUCTION_MEAN,
+      "options.reduction", "code ", int(o->reduction),
+      " is not a coda_loss_reduction (CODA_REDUCTION_NONE, _SUM or _MEAN)");
   out.ignore_index = o->ignore_index;
   out.label_smoothing = o->label_smoothing;
   out.z_loss = o->z_loss;
@@ -41,67 +46,91 @@ ops::CrossEntropyOptions options_of(const coda_cross_entropy_options* o) {
   return out;
 }
 
-cudaStream_t stream_of(void* stream) { return static_cast<cudaStream_t>(stream); }
-
 }  // namespace
 }  // namespace coda::capi
 
 extern "C" {
 
-using coda::capi::finish;
+using coda::capi::c_call;
+using coda::capi::stream_of;
 using coda::capi::Views;
 
 coda_status coda_gemm_swiglu(const coda_tensor* x, const coda_tensor* w, const coda_tensor* out,
                              const coda_tensor* pre_activation, const coda_tensor* row_scale, void* stream) {
-  Views v("coda_gemm_swiglu");
-  const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), ov = v.tile("out", out);
-  coda::ops::SwigluOptions options;
-  options.pre_activation = v.optional_tile("pre_activation", pre_activation);
-  options.row_scale = v.optional_vector("row_scale", row_scale);
-  if (v.check.failed()) return finish(v.check.status());
-  return finish(coda::ops::try_gemm_swiglu(xv, wv, ov, coda::capi::stream_of(stream), options));
+  constexpr const char* kFunction = "coda_gemm_swiglu";
+  return c_call(kFunction, [&] {
+    Views v(kFunction);
+    const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), ov = v.tile("out", out);
+    coda::ops::SwigluOptions options;
+    options.pre_activation = v.optional_tile("pre_activation", pre_activation);
+    options.row_scale = v.optional_vector("row_scale", row_scale);
+    v.check.throw_if_error();
+    coda::ops::gemm_swiglu(xv, wv, ov, stream_of(stream), options);
+  });
 }
 
 coda_status coda_gemm_rope(const coda_tensor* x, const coda_tensor* w, const coda_tensor* positions,
                            const coda_tensor* cos, const coda_tensor* sin, int32_t head_dim, int32_t rotated_heads,
                            const coda_tensor* out, const coda_tensor* row_scale, void* stream) {
-  Views v("coda_gemm_rope");
-  const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), pv = v.vector("positions", positions),
-                         cv = v.tile("cos", cos), sv = v.tile("sin", sin), ov = v.tile("out", out);
-  coda::ops::RopeOptions options;
-  options.row_scale = v.optional_vector("row_scale", row_scale);
-  if (v.check.failed()) return finish(v.check.status());
-  return finish(coda::ops::try_gemm_rope(xv, wv, pv, cv, sv, head_dim, rotated_heads, ov,
-                                         coda::capi::stream_of(stream), options));
+  constexpr const char* kFunction = "coda_gemm_rope";
+  return c_call(kFunction, [&] {
+    Views v(kFunction);
+    const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), pv = v.vector("positions", positions),
+                           cv = v.tile("cos", cos), sv = v.tile("sin", sin), ov = v.tile("out", out);
+    coda::ops::RopeOptions options;
+    options.row_scale = v.optional_vector("row_scale", row_scale);
+    v.check.throw_if_error();
+    coda::ops::gemm_rope(xv, wv, pv, cv, sv, head_dim, rotated_heads, ov, stream_of(stream), options);
+  });
 }
 
-size_t coda_residual_rmsnorm_workspace_bytes(int64_t m, int64_t n) {
-  return coda::ops::residual_rmsnorm_workspace_bytes(m, n);
+coda_status coda_residual_rmsnorm_workspace_bytes(int64_t m, int64_t n, size_t* bytes) {
+  constexpr const char* kFunction = "coda_residual_rmsnorm_workspace_bytes";
+  if (bytes != nullptr) *bytes = 0;
+  return c_call(kFunction, [&] {
+    coda::ArgumentCheck(kFunction).not_null("bytes", bytes).throw_if_error();
+    *bytes = coda::ops::residual_rmsnorm_workspace_bytes(m, n);
+  });
 }
 
 coda_status coda_gemm_residual_rmsnorm(const coda_tensor* x, const coda_tensor* w, const coda_tensor* residual,
                                        const coda_tensor* weight, float eps, const coda_tensor* h,
                                        const coda_tensor* u, const coda_tensor* rstd, void* workspace,
                                        size_t workspace_bytes, void* stream) {
-  Views v("coda_gemm_residual_rmsnorm");
-  const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), rv = v.tile("residual", residual),
-                         gv = v.optional_vector("weight", weight), hv = v.tile("h", h), uv = v.optional_tile("u", u),
-                         sv = v.vector("rstd", rstd);
-  if (v.check.failed()) return finish(v.check.status());
-  return finish(coda::ops::try_gemm_residual_rmsnorm(xv, wv, rv, gv, eps, hv, uv, sv, workspace, workspace_bytes,
-                                                     coda::capi::stream_of(stream)));
+  constexpr const char* kFunction = "coda_gemm_residual_rmsnorm";
+  return c_call(kFunction, [&] {
+    Views v(kFunction);
+    const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), rv = v.tile("residual", residual),
+                           gv = v.optional_vector("weight", weight), hv = v.tile("h", h), uv = v.optional_tile("u", u),
+                           sv = v.vector("rstd", rstd);
+    v.check.throw_if_error();
+    coda::ops::gemm_residual_rmsnorm(xv, wv, rv, gv, eps, hv, uv, sv, workspace, workspace_bytes, stream_of(stream));
+  });
 }
 
 coda_status coda_gemm_row_scale(const coda_tensor* x, const coda_tensor* w, const coda_tensor* rstd,
                                 const coda_tensor* out, void* stream) {
-  Views v("coda_gemm_row_scale");
-  const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), sv = v.vector("rstd", rstd), ov = v.tile("out", out);
-  if (v.check.failed()) return finish(v.check.status());
-  return finish(coda::ops::try_gemm_row_scale(xv, wv, sv, ov, coda::capi::stream_of(stream)));
+  constexpr const char* kFunction = "coda_gemm_row_scale";
+  return c_call(kFunction, [&] {
+    Views v(kFunction);
+    const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), sv = v.vector("rstd", rstd),
+                           ov = v.tile("out", out);
+    v.check.throw_if_error();
+    coda::ops::gemm_row_scale(xv, wv, sv, ov, stream_of(stream));
+  });
 }
 
-size_t coda_cross_entropy_workspace_bytes(int64_t m, int64_t vocab, const coda_cross_entropy_options* options) {
-  return coda::ops::cross_entropy_workspace_bytes(m, vocab, coda::capi::options_of(options));
+coda_status coda_cross_entropy_workspace_bytes(int64_t m, int64_t vocab, const coda_cross_entropy_options* options,
+                                               size_t* bytes) {
+  constexpr const char* kFunction = "coda_cross_entropy_workspace_bytes";
+  if (bytes != nullptr) *bytes = 0;
+  return c_call(kFunction, [&] {
+    coda::ArgumentCheck check(kFunction);
+    check.not_null("bytes", bytes);
+    const coda::ops::CrossEntropyOptions o = coda::capi::options_of(options, check);
+    check.throw_if_error();
+    *bytes = coda::ops::cross_entropy_workspace_bytes(m, vocab, o);
+  });
 }
 
 coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets,
@@ -109,18 +138,17 @@ coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_tensor* w, 
                                     const coda_cross_entropy_options* options, const coda_tensor* row_scale,
                                     const coda_tensor* logits, void* workspace, size_t workspace_bytes,
                                     void* stream) {
-  Views v("coda_gemm_cross_entropy");
-  const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), tv = v.vector("targets", targets),
-                         lv = v.vector("loss", loss), ev = v.vector("lse", lse);
-  coda::ops::CrossEntropyOptions o = coda::capi::options_of(options);
-  o.row_scale = v.optional_vector("row_scale", row_scale);
-  o.logits = v.optional_tile("logits", logits);
-  if (options && options->reduction != CODA_REDUCTION_NONE && options->reduction != CODA_REDUCTION_SUM &&
-      options->reduction != CODA_REDUCTION_MEAN)
-    v.check.require(false, "options.reduction", "must be CODA_REDUCTION_NONE, _SUM or _MEAN");
-  if (v.check.failed()) return finish(v.check.status());
-  return finish(coda::ops::try_gemm_cross_entropy(xv, wv, tv, lv, ev, workspace, workspace_bytes,
-                                                  coda::capi::stream_of(stream), o));
+  constexpr const char* kFunction = "coda_gemm_cross_entropy";
+  return c_call(kFunction, [&] {
+    Views v(kFunction);
+    const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), tv = v.vector("targets", targets),
+                           lv = v.vector("loss", loss), ev = v.vector("lse", lse);
+    coda::ops::CrossEntropyOptions o = coda::capi::options_of(options, v.check);
+    o.row_scale = v.optional_vector("row_scale", row_scale);
+    o.logits = v.optional_tile("logits", logits);
+    v.check.throw_if_error();
+    coda::ops::gemm_cross_entropy(xv, wv, tv, lv, ev, workspace, workspace_bytes, stream_of(stream), o);
+  });
 }
 
 }  // extern "C"

@@ -2,9 +2,6 @@
 
 #include <cuda_runtime.h>
 
-#include <array>
-#include <mutex>
-
 #include "coda/core/validate.hpp"
 
 namespace coda {
@@ -12,7 +9,7 @@ namespace coda {
 void check_cuda(int error, const char* what) {
   if (error == cudaSuccess) return;
   const auto e = static_cast<cudaError_t>(error);
-  throw CudaError(detail::concat(what, " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
+  throw CudaError("CUDA", text(what, " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
 }
 
 std::vector<DeviceInfo> list_devices(std::string* why_none) {
@@ -21,7 +18,13 @@ std::vector<DeviceInfo> list_devices(std::string* why_none) {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no device" error so later calls start clean
-    if (why_none) *why_none = detail::concat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+    // Without any driver the runtime reports cudaErrorInsufficientDriver, as for an old one; its
+    // driver version is 0 only when no driver is installed at all.
+    int driver = 0;
+    const bool no_driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0;
+    if (why_none)
+      *why_none = no_driver ? "no NVIDIA driver is installed (libcuda.so.1 was not found)"
+                            : text(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
     return devices;
   }
   for (int i = 0; i < count; ++i) {
@@ -42,23 +45,21 @@ std::vector<DeviceInfo> list_devices(std::string* why_none) {
   return devices;
 }
 
-const DeviceInfo& current_device() {
-  // Properties are fixed for the life of the process; cache them per device index.
-  static std::mutex mutex;
-  static std::array<DeviceInfo, 64> cache;
-  static std::array<bool, 64> filled{};
+int current_device_index() {
   int index = 0;
   CODA_CUDA_CHECK(cudaGetDevice(&index));
-  std::lock_guard<std::mutex> lock(mutex);
-  if (index < 0 || index >= int(cache.size())) throw Unsupported("coda: device index out of range");
-  if (!filled[index]) {
+  return index;
+}
+
+const DeviceInfo& current_device() {
+  // Properties are fixed for the life of the process.
+  static PerDevice<DeviceInfo> cache;
+  return cache.get([](int device) {
     std::string why;
     std::vector<DeviceInfo> all = list_devices(&why);
-    if (index >= int(all.size())) throw CudaError("coda: no CUDA device: " + why);
-    cache[index] = all[index];
-    filled[index] = true;
-  }
-  return cache[index];
+    if (device >= int(all.size())) throw CudaError("CUDA", "no CUDA device: " + why);
+    return all[std::size_t(device)];
+  });
 }
 
 bool hopper_available() {

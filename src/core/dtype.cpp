@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <ostream>
 
 namespace coda {
 namespace {
@@ -93,6 +94,8 @@ double decode(const FloatFormat& f, uint32_t bits) {
 const FloatFormat& fp8_format(DType t) { return t == DType::e4m3 ? kE4m3 : kE5m2; }
 
 }  // namespace
+
+std::ostream& operator<<(std::ostream& out, DType t) { return out << name(t); }
 
 std::string_view name(DType t) {
   switch (t) {

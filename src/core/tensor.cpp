@@ -1,6 +1,9 @@
 #include "coda/core/tensor.hpp"
 
+#include <ostream>
 #include <sstream>
+
+#include "coda/core/layout.hpp"
 
 namespace coda {
 
@@ -49,12 +52,18 @@ int64_t TensorView::numel() const {
 
 std::string TensorView::describe() const {
   std::ostringstream s;
-  s << '(';
-  for (int i = 0; i < rank; ++i) s << (i ? ", " : "") << shape[i];
-  s << ") " << name(dtype) << ", strides (";
-  for (int i = 0; i < rank; ++i) s << (i ? ", " : "") << stride[i];
-  s << ')';
+  s << *this;
   return s.str();
+}
+
+std::ostream& operator<<(std::ostream& out, Major m) { return out << name(m); }
+
+std::ostream& operator<<(std::ostream& out, const TensorView& v) {
+  out << '(';
+  for (int i = 0; i < v.rank; ++i) out << (i ? ", " : "") << v.shape[i];
+  out << ") " << name(v.dtype) << ", strides (";
+  for (int i = 0; i < v.rank; ++i) out << (i ? ", " : "") << v.stride[i];
+  return out << ')';
 }
 
 }  // namespace coda

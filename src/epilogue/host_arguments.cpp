@@ -1,13 +1,11 @@
 #include "coda/epilogue/host_arguments.hpp"
 
-#include "coda/arch/sm90/tensor_map.hpp"
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/parts.hpp"
+#include "coda/sm90/tensor_map.hpp"
 
 namespace coda::epilogue {
 namespace {
-
-using detail::concat;
 
 constexpr const char* kFunction = "coda epilogue argument";
 
@@ -27,22 +25,21 @@ void check_vector(const TensorView& v, const char* argument, int max_rank, std::
 void check_partials(const TensorView& v, const char* argument, int words) {
   check_tile(v, argument, {DType::f32});
   ArgumentCheck check(kFunction);
-  check.require(words >= 1, argument, concat("has ", words, " words per slot: at least 1"))
-      .require(words < 1 || v.cols() % words == 0, argument,
-               concat("has ", v.cols(), " columns: not a whole number of slots of ", words, " words"));
+  check.require(words >= 1, argument, "has ", words, " words per slot: at least 1")
+      .require(words < 1 || v.cols() % words == 0, argument, "has ", v.cols(),
+               " columns: not a whole number of slots of ", words, " words");
   check.throw_if_error();
 }
 
 }  // namespace
 
 void check_operand_majors(Major a, Major b, Major built_a, Major built_b, const char* function) {
-  const auto rule = [](Major built, const char* operand) {
-    return concat("this launch's kernels take a", built == Major::k ? " K" : "n MN", "-major ", operand,
-                  " (a launch names other majors with coda::OperandMajors<A, B>; K-major by default)");
-  };
+  constexpr const char* kHow =
+      " (a launch names other majors with coda::epilogue::OperandMajors<A, B>; K-major by default)";
+  const auto article = [](Major built) { return built == Major::k ? " K" : "n MN"; };
   ArgumentCheck check(function);
-  check.require(a == built_a, "a", rule(built_a, "A"), StatusCode::unsupported)
-      .require(b == built_b, "b", rule(built_b, "B"), StatusCode::unsupported);
+  check.require_supported(a == built_a, "a", "this launch's kernels take a", article(built_a), "-major A", kHow)
+      .require_supported(b == built_b, "b", "this launch's kernels take a", article(built_b), "-major B", kHow);
   check.throw_if_error();
 }
 
@@ -109,8 +106,8 @@ Table table(const TensorView& v, const char* argument) {
   check_tile(v, argument, {DType::f32});
   ArgumentCheck check(kFunction);
   check.require(v.rank == 2, argument, "must be a 2-D table (rows x columns)")
-      .require(v.rows() * v.ld() < (int64_t(1) << 31), argument,
-               concat("spans ", v.rows(), " rows x ", v.ld(), " elements: tables are indexed with 32 bits (< 2^31 elements)"));
+      .require(v.rows() * v.ld() < (int64_t(1) << 31), argument, "spans ", v.rows(), " rows x ", v.ld(),
+               " elements: tables are indexed with 32 bits (< 2^31 elements)");
   check.throw_if_error();
   return {static_cast<const float*>(v.data), int32_t(v.ld()), int32_t(v.rows())};
 }

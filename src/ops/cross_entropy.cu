@@ -10,7 +10,7 @@
 namespace coda::ops {
 namespace {
 
-using detail::concat;
+constexpr const char* kFunction = "coda::ops::gemm_cross_entropy";
 
 // The workspace, in floats: lse parts, row-sum parts (label smoothing only), target logits, and
 // the per-row losses the sum/mean kernel adds up.
@@ -92,64 +92,73 @@ __global__ void reduce_rows(const float* row_loss, const int32_t* targets, int64
 }  // namespace
 
 std::size_t cross_entropy_workspace_bytes(int64_t m, int64_t vocab, const CrossEntropyOptions& options) {
+  ArgumentCheck check("coda::ops::cross_entropy_workspace_bytes");
+  check.positive("m", m, "M")
+      .positive("vocab", vocab, "the vocabulary")
+      .require(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f, "options.label_smoothing", "is ",
+               options.label_smoothing, " but must be in [0, 1)");
+  check.throw_if_error();
   return std::size_t(Layout(m, vocab, options.label_smoothing > 0.0f).floats) * sizeof(float);
 }
 
 void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorView& targets, const TensorView& loss,
                         const TensorView& lse, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
                         const CrossEntropyOptions& options) {
-  constexpr const char* kFunction = "coda::ops::gemm_cross_entropy";
-  ArgumentCheck check(kFunction);
-  const GemmShape g = check_projection(check, x, w);
-  check_vector(check, "targets", targets, g.m, {DType::i32});
-  check_vector(check, "loss", loss, options.reduction == LossReduction::none ? g.m : 1, {DType::f32});
-  check_vector(check, "lse", lse, g.m, {DType::f32});
-  check.require(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f, "options.label_smoothing",
-                concat("is ", options.label_smoothing, " but must be in [0, 1)"))
-      .require(options.z_loss >= 0.0f, "options.z_loss", concat("is ", options.z_loss, " but must be >= 0"))
-      .require(options.softcap >= 0.0f, "options.softcap",
-               concat("is ", options.softcap, " but must be >= 0 (0: off)"));
-  if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
-  if (options.logits.data) check_output(check, "options.logits", options.logits, g.m, g.n, x.dtype);
-  const Layout layout(g.m, g.n, options.label_smoothing > 0.0f);
-  check.not_null("workspace", workspace)
-      .require(workspace_bytes >= std::size_t(layout.floats) * sizeof(float), "workspace",
-               concat("holds ", workspace_bytes, " bytes but needs ", layout.floats * 4,
-                      " (coda::ops::cross_entropy_workspace_bytes)"));
-  check.throw_if_error();
-  const mainloop::LaunchPlan plan =
-      plan_program<epilogue::CrossEntropyPartials>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
+  reported_by(kFunction, [&] {
+    ArgumentCheck check(kFunction);
+    const GemmShape g = check_projection(check, x, w);
+    check_vector(check, "targets", targets, g.m, {DType::i32});
+    check_vector(check, "loss", loss, options.reduction == LossReduction::none ? g.m : 1, {DType::f32});
+    check_vector(check, "lse", lse, g.m, {DType::f32});
+    check
+        .require(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f, "options.label_smoothing", "is ",
+                 options.label_smoothing, " but must be in [0, 1)")
+        .require(options.z_loss >= 0.0f, "options.z_loss", "is ", options.z_loss, " but must be >= 0")
+        .require(options.softcap >= 0.0f, "options.softcap", "is ", options.softcap, " but must be >= 0 (0: off)");
+    if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
+    if (options.logits.data) check_output(check, "options.logits", options.logits, g.m, g.n, x.dtype);
+    const Layout layout(g.m, g.n, options.label_smoothing > 0.0f);
+    check.not_null("workspace", workspace)
+        .require(workspace_bytes >= std::size_t(layout.floats) * sizeof(float), "workspace", "holds ", workspace_bytes,
+                 " bytes but needs ", layout.floats * 4, " (coda::ops::cross_entropy_workspace_bytes)");
+    check.throw_if_error();
+    const epilogue::ProgramPlan plan =
+        epilogue::plan_program<epilogue::CrossEntropyPartials>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
-  float* ws = static_cast<float*>(workspace);
-  epilogue::CrossEntropyPartials program;
-  program.targets = epilogue::column_vector(targets, "targets");
-  program.lse = epilogue::row_partials(TensorView::matrix(ws + layout.lse, DType::f32, g.m, layout.parts), "workspace");
-  program.target_logit = epilogue::per_row(TensorView::vector(ws + layout.target, DType::f32, g.m), "workspace");
-  if (options.label_smoothing > 0.0f)
-    program.row_sums =
-        epilogue::row_partials(TensorView::matrix(ws + layout.row_sums, DType::f32, g.m, layout.parts), "workspace");
-  if (options.logits.data) program.logits = epilogue::tile_out(options.logits, "options.logits");
-  if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
-  program.softcap = options.softcap;
-  launch_program(plan, program, stream);
+    float* ws = static_cast<float*>(workspace);
+    epilogue::CrossEntropyPartials program;
+    program.targets = epilogue::column_vector(targets, "targets");
+    program.lse =
+        epilogue::row_partials(TensorView::matrix(ws + layout.lse, DType::f32, g.m, layout.parts), "workspace");
+    program.target_logit = epilogue::per_row(TensorView::vector(ws + layout.target, DType::f32, g.m), "workspace");
+    if (options.label_smoothing > 0.0f)
+      program.row_sums =
+          epilogue::row_partials(TensorView::matrix(ws + layout.row_sums, DType::f32, g.m, layout.parts), "workspace");
+    if (options.logits.data) program.logits = epilogue::tile_out(options.logits, "options.logits");
+    if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
+    program.softcap = options.softcap;
+    epilogue::launch_program(plan, program, stream);
 
-  const FinishOptions finish{options.ignore_index, options.label_smoothing, options.z_loss, g.n};
-  const bool per_row = options.reduction == LossReduction::none;
-  float* row_loss = per_row ? static_cast<float*>(loss.data) : ws + layout.row_loss;
-  const int threads = 256, rows_per_block = threads / 32;
-  finish_rows<<<unsigned((g.m + rows_per_block - 1) / rows_per_block), threads, 0, stream>>>(
-      ws + layout.lse, options.label_smoothing > 0.0f ? ws + layout.row_sums : nullptr, ws + layout.target,
-      static_cast<const int32_t*>(targets.data), g.m, layout.parts, finish, static_cast<float*>(lse.data), row_loss);
-  if (!per_row)
-    reduce_rows<<<1, 1024, 0, stream>>>(row_loss, static_cast<const int32_t*>(targets.data), g.m, options.ignore_index,
-                                        options.reduction == LossReduction::mean, static_cast<float*>(loss.data));
-  CODA_CUDA_CHECK(cudaGetLastError());
+    const FinishOptions finish{options.ignore_index, options.label_smoothing, options.z_loss, g.n};
+    const bool per_row = options.reduction == LossReduction::none;
+    float* row_loss = per_row ? static_cast<float*>(loss.data) : ws + layout.row_loss;
+    const int threads = 256, rows_per_block = threads / 32;
+    finish_rows<<<unsigned((g.m + rows_per_block - 1) / rows_per_block), threads, 0, stream>>>(
+        ws + layout.lse, options.label_smoothing > 0.0f ? ws + layout.row_sums : nullptr, ws + layout.target,
+        static_cast<const int32_t*>(targets.data), g.m, layout.parts, finish, static_cast<float*>(lse.data), row_loss);
+    if (!per_row)
+      reduce_rows<<<1, 1024, 0, stream>>>(row_loss, static_cast<const int32_t*>(targets.data), g.m,
+                                          options.ignore_index, options.reduction == LossReduction::mean,
+                                          static_cast<float*>(loss.data));
+    CODA_CUDA_CHECK(cudaGetLastError());
+  });
 }
 
 Status try_gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorView& targets,
                               const TensorView& loss, const TensorView& lse, void* workspace,
                               std::size_t workspace_bytes, cudaStream_t stream, const CrossEntropyOptions& options) {
-  return status_of([&] { gemm_cross_entropy(x, w, targets, loss, lse, workspace, workspace_bytes, stream, options); });
+  return status_of(kFunction,
+                   [&] { gemm_cross_entropy(x, w, targets, loss, lse, workspace, workspace_bytes, stream, options); });
 }
 
 }  // namespace coda::ops

@@ -8,64 +8,76 @@
 #include "op_checks.hpp"
 
 namespace coda::ops {
+namespace {
 
-using detail::concat;
+constexpr const char* kFunction = "coda::ops::gemm_rope";
+
+}  // namespace
 
 void gemm_rope(const TensorView& x, const TensorView& w, const TensorView& positions, const TensorView& cos,
                const TensorView& sin, int head_dim, int rotated_heads, const TensorView& out, cudaStream_t stream,
                const RopeOptions& options) {
-  constexpr const char* kFunction = "coda::ops::gemm_rope";
-  ArgumentCheck check(kFunction);
-  const GemmShape g = check_projection(check, x, w);
-  check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", concat("is ", head_dim, " but must be even and >= 2"));
-  if (!check.failed())
-    check.require(g.n % head_dim == 0, "w", concat("has ", g.n, " rows, not a whole number of heads of ", head_dim))
-        .require(rotated_heads >= 0 && rotated_heads <= g.n / head_dim, "rotated_heads",
-                 concat("is ", rotated_heads, " but must be in [0, ", g.n / head_dim, "] (the heads of w)"));
-  check_output(check, "out", out, g.m, g.n, x.dtype);
-  check_vector(check, "positions", positions, g.m, {DType::i32});
-  check.not_null("cos", cos.data).not_null("sin", sin.data).rank_in("cos", cos, 2, 2).rank_in("sin", sin, 2, 2)
-      .dtype_in("cos", cos.dtype, {DType::f32}).dtype_in("sin", sin.dtype, {DType::f32});
-  if (!check.failed())
-    check.positive("cos", cos.rows(), "its rows (cached positions)")
-        .dim_equals("cos", cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
-        .dim_equals("sin", sin, 0, cos.rows(), "rows", "as many positions as cos")
-        .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2");
-  if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
-  check.throw_if_error();
-  const mainloop::LaunchPlan plan =
-      plan_program<epilogue::Rope>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
+  reported_by(kFunction, [&] {
+    ArgumentCheck check(kFunction);
+    const GemmShape g = check_projection(check, x, w);
+    check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", "is ", head_dim, " but must be even and >= 2");
+    if (!check.failed())
+      check.require(g.n % head_dim == 0, "w", "has ", g.n, " rows, not a whole number of heads of ", head_dim)
+          .require(rotated_heads >= 0 && rotated_heads <= g.n / head_dim, "rotated_heads", "is ", rotated_heads,
+                   " but must be in [0, ", g.n / head_dim, "] (the heads of w)");
+    check_output(check, "out", out, g.m, g.n, x.dtype);
+    check_vector(check, "positions", positions, g.m, {DType::i32});
+    check.not_null("cos", cos.data)
+        .not_null("sin", sin.data)
+        .rank_in("cos", cos, 2, 2)
+        .rank_in("sin", sin, 2, 2)
+        .dtype_in("cos", cos.dtype, {DType::f32})
+        .dtype_in("sin", sin.dtype, {DType::f32});
+    if (!check.failed())
+      check.positive("cos", cos.rows(), "its rows (cached positions)")
+          .dim_equals("cos", cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
+          .dim_equals("sin", sin, 0, cos.rows(), "rows", "as many positions as cos")
+          .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2");
+    if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
+    check.throw_if_error();
+    const epilogue::ProgramPlan plan =
+        epilogue::plan_program<epilogue::Rope>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
-  epilogue::Rope program;
-  program.positions = epilogue::column_vector(positions, "positions");
-  program.cos = epilogue::table(cos, "cos");
-  program.sin = epilogue::table(sin, "sin");
-  program.head_dim = Divisor(head_dim);
-  program.rotated_heads = rotated_heads;
-  if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
-  program.out = epilogue::tile_out(out, "out");
-  launch_program(plan, program, stream);
+    epilogue::Rope program;
+    program.positions = epilogue::column_vector(positions, "positions");
+    program.cos = epilogue::table(cos, "cos");
+    program.sin = epilogue::table(sin, "sin");
+    program.head_dim = Divisor(head_dim);
+    program.rotated_heads = rotated_heads;
+    if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
+    program.out = epilogue::tile_out(out, "out");
+    epilogue::launch_program(plan, program, stream);
+  });
 }
 
 Status try_gemm_rope(const TensorView& x, const TensorView& w, const TensorView& positions, const TensorView& cos,
                      const TensorView& sin, int head_dim, int rotated_heads, const TensorView& out, cudaStream_t stream,
                      const RopeOptions& options) {
-  return status_of([&] { gemm_rope(x, w, positions, cos, sin, head_dim, rotated_heads, out, stream, options); });
+  return status_of(kFunction,
+                   [&] { gemm_rope(x, w, positions, cos, sin, head_dim, rotated_heads, out, stream, options); });
 }
 
 void permute_rotate_half_to_interleaved(const TensorView& w, int head_dim, int rotated_heads, const TensorView& out) {
   ArgumentCheck check("coda::ops::permute_rotate_half_to_interleaved");
-  check.not_null("w", w.data).not_null("out", out.data).rank_in("w", w, 2, 2).rank_in("out", out, 2, 2)
+  check.not_null("w", w.data)
+      .not_null("out", out.data)
+      .rank_in("w", w, 2, 2)
+      .rank_in("out", out, 2, 2)
       .require(out.dtype == w.dtype, "out", "must have w's dtype")
-      .require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", concat("is ", head_dim, " but must be even and >= 2"))
+      .require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", "is ", head_dim, " but must be even and >= 2")
       .dim_equals("out", out, 0, w.rows(), "rows", "as many as w")
       .dim_equals("out", out, 1, w.cols(), "columns", "as many as w")
       .inner_contiguous("w", w)
       .inner_contiguous("out", out);
   if (!check.failed())
-    check.require(w.rows() % head_dim == 0, "w", concat("has ", w.rows(), " rows, not a whole number of heads"))
-        .require(rotated_heads >= 0 && rotated_heads <= w.rows() / head_dim, "rotated_heads",
-                 concat("is ", rotated_heads, " but w has ", w.rows() / head_dim, " heads"));
+    check.require(w.rows() % head_dim == 0, "w", "has ", w.rows(), " rows, not a whole number of heads")
+        .require(rotated_heads >= 0 && rotated_heads <= w.rows() / head_dim, "rotated_heads", "is ", rotated_heads,
+                 " but w has ", w.rows() / head_dim, " heads");
   check.throw_if_error();
   const std::size_t row_bytes = std::size_t(w.cols()) * w.element_bytes();
   const int64_t half = head_dim / 2;

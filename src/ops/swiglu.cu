@@ -8,38 +8,43 @@
 #include "op_checks.hpp"
 
 namespace coda::ops {
+namespace {
 
-using detail::concat;
+constexpr const char* kFunction = "coda::ops::gemm_swiglu";
+
+}  // namespace
 
 void gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out, cudaStream_t stream,
                  const SwigluOptions& options) {
-  constexpr const char* kFunction = "coda::ops::gemm_swiglu";
-  ArgumentCheck check(kFunction);
-  const GemmShape g = check_projection(check, x, w);
-  check.require(g.n % 2 == 0, "w", concat("has ", g.n, " rows but needs an even number (gate and up interleaved)"));
-  check_output(check, "out", out, g.m, g.n / 2, x.dtype);
-  if (options.pre_activation.data)
-    check_output(check, "options.pre_activation", options.pre_activation, g.m, g.n, x.dtype);
-  if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
-  check.throw_if_error();
-  const mainloop::LaunchPlan plan =
-      plan_program<epilogue::Swiglu>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
+  reported_by(kFunction, [&] {
+    ArgumentCheck check(kFunction);
+    const GemmShape g = check_projection(check, x, w);
+    check.require(g.n % 2 == 0, "w", "has ", g.n, " rows but needs an even number (gate and up interleaved)");
+    check_output(check, "out", out, g.m, g.n / 2, x.dtype);
+    if (options.pre_activation.data)
+      check_output(check, "options.pre_activation", options.pre_activation, g.m, g.n, x.dtype);
+    if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
+    check.throw_if_error();
+    const epilogue::ProgramPlan plan =
+        epilogue::plan_program<epilogue::Swiglu>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);
 
-  epilogue::Swiglu program;
-  program.out = epilogue::tile_out(out, "out");
-  if (options.pre_activation.data)
-    program.pre_activation = epilogue::tile_out(options.pre_activation, "options.pre_activation");
-  if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
-  launch_program(plan, program, stream);
+    epilogue::Swiglu program;
+    program.out = epilogue::tile_out(out, "out");
+    if (options.pre_activation.data)
+      program.pre_activation = epilogue::tile_out(options.pre_activation, "options.pre_activation");
+    if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
+    epilogue::launch_program(plan, program, stream);
+  });
 }
 
 Status try_gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out, cudaStream_t stream,
                        const SwigluOptions& options) {
-  return status_of([&] { gemm_swiglu(x, w, out, stream, options); });
+  return status_of(kFunction, [&] { gemm_swiglu(x, w, out, stream, options); });
 }
 
 void interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out) {
-  ArgumentCheck check("coda::ops::interleave_gate_up");
+  constexpr const char* kInterleave = "coda::ops::interleave_gate_up";
+  ArgumentCheck check(kInterleave);
   check.not_null("gate", gate.data)
       .not_null("up", up.data)
       .not_null("out", out.data)

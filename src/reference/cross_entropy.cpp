@@ -7,29 +7,26 @@
 #include "coda/reference/reductions.hpp"
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
-
-using checks::concat;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void check_options(ArgumentCheck& check, const CrossEntropyOptions& options) {
-  check.require(options.label_smoothing >= 0 && options.label_smoothing < 1, "options.label_smoothing",
-                concat("is ", options.label_smoothing, " but must lie in [0, 1)"));
-  check.require(std::isfinite(options.z_loss) && options.z_loss >= 0, "options.z_loss",
-                concat("is ", options.z_loss, " but must be finite and >= 0"));
-  check.require(std::isfinite(options.softcap) && options.softcap >= 0, "options.softcap",
-                concat("is ", options.softcap, " but must be finite and >= 0 (0 turns soft-capping off)"));
+  check.require(options.label_smoothing >= 0 && options.label_smoothing < 1, "options.label_smoothing", "is ",
+                options.label_smoothing, " but must lie in [0, 1)");
+  check.require(std::isfinite(options.z_loss) && options.z_loss >= 0, "options.z_loss", "is ", options.z_loss,
+                " but must be finite and >= 0");
+  check.require(std::isfinite(options.softcap) && options.softcap >= 0, "options.softcap", "is ", options.softcap,
+                " but must be finite and >= 0 (0 turns soft-capping off)");
 }
 
 void check_targets(ArgumentCheck& check, const std::vector<int32_t>& targets, int64_t rows, int64_t vocab,
                    int32_t ignore_index) {
   checks::require_length(check, "targets", targets.size(), rows, "one target per row of the logits");
   for (std::size_t m = 0; m < targets.size() && !check.failed(); ++m)
-    check.require(targets[m] == ignore_index || (targets[m] >= 0 && targets[m] < vocab), "targets",
-                  concat("targets[", m, "] = ", targets[m], " is outside [0, ", vocab, ") and is not ignore_index (",
-                         ignore_index, ")"));
+    check.require(targets[m] == ignore_index || (targets[m] >= 0 && targets[m] < vocab), "targets", "targets[", m,
+                  "] = ", targets[m], " is outside [0, ", vocab, ") and is not ignore_index (", ignore_index, ")");
 }
 
 // What every entry point that reads the logits checks about them, the targets and the options.
@@ -119,7 +116,7 @@ Vector row_loss_gradients(const Vector& grad_output, const std::vector<int32_t>&
 
 CrossEntropyPartials cross_entropy_partials(const Matrix& logits, const std::vector<int32_t>& targets, int64_t bn,
                                             const CrossEntropyOptions& options) {
-  ArgumentCheck check("coda::ref::cross_entropy_partials");
+  ArgumentCheck check("coda::reference::cross_entropy_partials");
   check_logits_and_targets(check, logits, targets, options);
   checks::require_tile_size(check, "bn", bn);
   check.throw_if_error();
@@ -135,12 +132,12 @@ CrossEntropyPartials cross_entropy_partials(const Matrix& logits, const std::vec
 
 CrossEntropyLoss cross_entropy_finish(const CrossEntropyPartials& partials, const std::vector<int32_t>& targets,
                                       int64_t vocab, const CrossEntropyOptions& options) {
-  ArgumentCheck check("coda::ref::cross_entropy_finish");
+  ArgumentCheck check("coda::reference::cross_entropy_finish");
   check.positive("vocab", vocab, "vocab");
   check_options(check, options);
   const int64_t rows = partials.lse.rows, tiles = partials.lse.cols;
-  check.require(tiles >= 1 && tiles <= vocab, "partials.lse",
-                concat("has ", tiles, " tiles but a vocabulary of ", vocab, " has 1 to ", vocab));
+  check.require(tiles >= 1 && tiles <= vocab, "partials.lse", "has ", tiles, " tiles but a vocabulary of ", vocab,
+                " has 1 to ", vocab);
   checks::require_shape(check, "partials.row_sums", partials.row_sums, rows, tiles, "the shape of partials.lse");
   checks::require_length(check, "partials.target_logit", partials.target_logit.size(), rows, "one per row");
   check_targets(check, targets, rows, vocab, options.ignore_index);
@@ -154,7 +151,7 @@ CrossEntropyLoss cross_entropy_finish(const CrossEntropyPartials& partials, cons
 
 CrossEntropyLoss cross_entropy(const Matrix& logits, const std::vector<int32_t>& targets,
                                const CrossEntropyOptions& options) {
-  ArgumentCheck check("coda::ref::cross_entropy");
+  ArgumentCheck check("coda::reference::cross_entropy");
   check_logits_and_targets(check, logits, targets, options);
   check.throw_if_error();
   const Matrix y = soft_capped(logits, options.softcap);
@@ -166,7 +163,7 @@ CrossEntropyLoss cross_entropy(const Matrix& logits, const std::vector<int32_t>&
 CrossEntropyBackward cross_entropy_backward(const Matrix& logits, const std::vector<int32_t>& targets,
                                             const Vector& lse, const Vector& grad_output, int64_t bn,
                                             const CrossEntropyOptions& options) {
-  ArgumentCheck check("coda::ref::cross_entropy_backward");
+  ArgumentCheck check("coda::reference::cross_entropy_backward");
   check_logits_and_targets(check, logits, targets, options);
   checks::require_length(check, "lse", lse.size(), logits.rows, "one saved lse per row of the logits");
   checks::require_length(check, "grad_output", grad_output.size(),
@@ -197,4 +194,4 @@ CrossEntropyBackward cross_entropy_backward(const Matrix& logits, const std::vec
   return out;
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

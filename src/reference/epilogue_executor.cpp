@@ -4,8 +4,14 @@
 #include <string>
 
 #include "coda/core/status.hpp"
+#include "coda/core/validate.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
+namespace {
+
+constexpr const char* kProgram = "epilogue program";
+
+}  // namespace
 
 void store_output(const epilogue::TileOut& out, int32_t batch, int64_t row, int64_t col, float value) {
   const int64_t index = batch * out.batch_stride + row * out.ld + col;
@@ -26,21 +32,22 @@ CpuTile::CpuTile(const Matrix& accumulators, int32_t batch, int64_t tile_m, int6
 void CpuTile::check_listed(const epilogue::TileIn& in) const {
   for (const void* listed : listed_inputs_)
     if (listed == in.data) return;
-  throw InvalidArgument(
-      "epilogue program: t.load reads a TileIn that the program's tile_inputs() does not list (program.hpp); "
-      "launch_program validates only listed inputs, which the GPU executor reads as the operands' type");
+  throw InvalidArgument(kProgram,
+                        "t.load reads a TileIn that the program's tile_inputs() does not list (program.hpp); "
+                        "launch_program validates only listed inputs, which the GPU executor reads as the operands' "
+                        "type");
 }
 
 void CpuTile::check_index_vector(const epilogue::ColumnVector& v, const char* reader) {
   if (v.dtype != DType::i32)
-    throw InvalidArgument("epilogue program: " + std::string(reader) + " reads an int32 ColumnVector, this one holds " +
-                          std::string(name(v.dtype)) + " (the GPU executor reads its words as int32)");
+    throw InvalidArgument(kProgram, text(reader, " reads an int32 ColumnVector, this one holds ", name(v.dtype),
+                                         " (the GPU executor reads its words as int32)"));
 }
 
 void CpuTile::check_fixed_type(const epilogue::TileOut& out, DType declared) {
   if (out.dtype != declared)
-    throw InvalidArgument("epilogue program: a TileOutOf<" + std::string(name(declared)) + "> is written in " +
-                          std::string(name(declared)) + ", but its tensor is " + std::string(name(out.dtype)));
+    throw InvalidArgument(kProgram, text("a TileOutOf<", name(declared), "> is written in ", name(declared),
+                                         ", but its tensor is ", name(out.dtype)));
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

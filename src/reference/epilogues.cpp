@@ -7,10 +7,8 @@
 
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
-
-using checks::concat;
 
 double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -53,8 +51,8 @@ Activation Activation::tanh() { return {Kind::tanh}; }
 Activation Activation::hardswish() { return {Kind::hardswish}; }
 
 Activation Activation::leaky_relu(double slope) {
-  ArgumentCheck("coda::ref::Activation::leaky_relu")
-      .require(std::isfinite(slope), "slope", concat("is ", slope, " but must be finite"))
+  ArgumentCheck("coda::reference::Activation::leaky_relu")
+      .require(std::isfinite(slope), "slope", "is ", slope, " but must be finite")
       .throw_if_error();
   Activation a{Kind::leaky_relu};
   a.slope = slope;
@@ -62,8 +60,8 @@ Activation Activation::leaky_relu(double slope) {
 }
 
 Activation Activation::clamp(double lo, double hi) {
-  ArgumentCheck("coda::ref::Activation::clamp")
-      .require(lo <= hi, "hi", concat("is ", hi, " but must be >= lo = ", lo, " (and neither may be NaN)"))
+  ArgumentCheck("coda::reference::Activation::clamp")
+      .require(lo <= hi, "hi", "is ", hi, " but must be >= lo = ", lo, " (and neither may be NaN)")
       .throw_if_error();
   Activation a{Kind::clamp};
   a.lo = lo;
@@ -141,7 +139,7 @@ double Scale::at(int64_t m, int64_t n) const {
 
 Matrix linear_combination(const Matrix& y, const Scale& alpha, const Matrix* c, const Scale& beta, const Matrix* x2,
                           const Scale& gamma) {
-  ArgumentCheck check("coda::ref::linear_combination");
+  ArgumentCheck check("coda::reference::linear_combination");
   require_broadcast(check, "alpha", alpha, y.rows, y.cols);
   require_broadcast(check, "beta", beta, y.rows, y.cols);
   require_broadcast(check, "gamma", gamma, y.rows, y.cols);
@@ -157,7 +155,7 @@ Matrix linear_combination(const Matrix& y, const Scale& alpha, const Matrix* c, 
 }
 
 Matrix add_bias(const Matrix& y, const Bias& bias) {
-  ArgumentCheck check("coda::ref::add_bias");
+  ArgumentCheck check("coda::reference::add_bias");
   require_broadcast(check, "bias", bias, y.rows, y.cols);
   check.throw_if_error();
   return map_elements(y, [&](int64_t m, int64_t n, double v) { return v + bias.at(m, n); });
@@ -174,9 +172,9 @@ BiasActivation bias_activation(const Matrix& y, const Bias& bias, const Activati
 }
 
 Matrix round_matrix(const Matrix& y, DType type) {
-  ArgumentCheck check("coda::ref::round_matrix");
-  check.require(type == DType::f32 || type == DType::f16 || type == DType::bf16, "type",
-                concat("is ", name(type), " but must be f32, f16 or bf16 (fp8 needs a scale: use quantize_fp8)"));
+  ArgumentCheck check("coda::reference::round_matrix");
+  check.require(type == DType::f32 || type == DType::f16 || type == DType::bf16, "type", "is ", name(type),
+                " but must be f32, f16 or bf16 (fp8 needs a scale: use quantize_fp8)");
   check.throw_if_error();
   return map_elements(y, [&](int64_t, int64_t, double v) {
     unsigned char stored[4];
@@ -186,9 +184,9 @@ Matrix round_matrix(const Matrix& y, DType type) {
 }
 
 Fp8Output quantize_fp8(const Matrix& y, DType type, double scale) {
-  ArgumentCheck check("coda::ref::quantize_fp8");
-  check.require(is_fp8(type), "type", concat("is ", name(type), " but must be e4m3 or e5m2"));
-  check.require(std::isfinite(scale) && scale > 0, "scale", concat("is ", scale, " but must be finite and > 0"));
+  ArgumentCheck check("coda::reference::quantize_fp8");
+  check.require(is_fp8(type), "type", "is ", name(type), " but must be e4m3 or e5m2");
+  check.require(std::isfinite(scale) && scale > 0, "scale", "is ", scale, " but must be finite and > 0");
   check.throw_if_error();
   Fp8Output out;
   out.bits.resize(y.data.size());
@@ -202,7 +200,7 @@ Fp8Output quantize_fp8(const Matrix& y, DType type, double scale) {
 }
 
 Matrix activation_backward(const Matrix& grad_output, const Matrix& pre_activation, const Activation& act) {
-  ArgumentCheck check("coda::ref::activation_backward");
+  ArgumentCheck check("coda::reference::activation_backward");
   checks::require_shape(check, "pre_activation", pre_activation, grad_output.rows, grad_output.cols,
                         "the shape of grad_output");
   check.throw_if_error();
@@ -223,4 +221,4 @@ Vector bias_gradient(const Matrix& grad, Bias::Kind kind) {
   return {};
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -6,7 +6,7 @@
 #include "coda/core/status.hpp"
 #include "coda/core/validate.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 // Both operands as K-contiguous rows: A (M x K), B (N x K), so every dot product walks memory
@@ -40,10 +40,11 @@ Matrix gemm_rows(const Matrix& a, Major a_major, const Matrix& b, Major b_major,
   const Matrix ak = k_major(a, a_major);
   const Matrix bk = k_major(b, b_major);
   if (ak.cols != bk.cols)
-    throw InvalidArgument(detail::concat("coda::ref::gemm: argument 'b': K is ", bk.cols, " but a has K = ", ak.cols));
+    throw InvalidArgument("coda::reference::gemm", text("argument 'b': K is ", bk.cols, " but a has K = ", ak.cols));
   for (int64_t r : rows)
     if (r < 0 || r >= ak.rows)
-      throw InvalidArgument(detail::concat("coda::ref::gemm_rows: argument 'rows': row ", r, " is outside [0, ", ak.rows, ")"));
+      throw InvalidArgument("coda::reference::gemm_rows",
+                            text("argument 'rows': row ", r, " is outside [0, ", ak.rows, ")"));
   Matrix c(int64_t(rows.size()), bk.rows);
   multiply_rows(ak, bk, rows, c);
   return c;
@@ -56,4 +57,4 @@ Matrix gemm(const Matrix& a, Major a_major, const Matrix& b, Major b_major) {
   return gemm_rows(a, a_major, b, b_major, rows);
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

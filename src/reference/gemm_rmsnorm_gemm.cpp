@@ -9,20 +9,20 @@
 #include "coda/reference/swiglu.hpp"
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 int64_t hidden_of(const GemmRmsNormGemm& layer) { return layer.w1.rows; }
 
 void check_layer(ArgumentCheck& check, const GemmRmsNormGemm& layer) {
   const int64_t hidden = hidden_of(layer);
-  check.require(layer.w1.cols == layer.x.cols, "layer.w1",
-                checks::concat("is ", checks::shape_of(layer.w1), " but x is ", checks::shape_of(layer.x),
-                               " (they must agree on K)"));
+  check.require(
+      layer.w1.cols == layer.x.cols, "layer.w1",
+      text("is ", checks::shape_of(layer.w1), " but x is ", checks::shape_of(layer.x), " (they must agree on K)"));
   checks::require_shape(check, "layer.residual", layer.residual, layer.x.rows, hidden, "M x hidden");
   checks::require_length(check, "layer.norm_weight", layer.norm_weight.size(), hidden, "one weight per hidden column");
   check.require(layer.w2.cols == hidden, "layer.w2",
-                checks::concat("is ", checks::shape_of(layer.w2), " but must have hidden = ", hidden, " columns"));
+                text("is ", checks::shape_of(layer.w2), " but must have hidden = ", hidden, " columns"));
   checks::require_epsilon(check, "layer.eps", layer.eps);
 }
 
@@ -59,7 +59,7 @@ GemmRmsNormGemmGradients gradients_from(const GemmRmsNormGemm& layer, const Matr
 }  // namespace
 
 GemmRmsNormGemmForward gemm_rmsnorm_gemm_forward(const GemmRmsNormGemm& layer) {
-  ArgumentCheck check("coda::ref::gemm_rmsnorm_gemm_forward");
+  ArgumentCheck check("coda::reference::gemm_rmsnorm_gemm_forward");
   check_layer(check, layer);
   check.throw_if_error();
   GemmRmsNormGemmForward out;
@@ -71,22 +71,22 @@ GemmRmsNormGemmForward gemm_rmsnorm_gemm_forward(const GemmRmsNormGemm& layer) {
 }
 
 GemmRmsNormGemmForward gemm_rmsnorm_gemm_forward_fused(const GemmRmsNormGemm& layer, int64_t bn) {
-  ArgumentCheck check("coda::ref::gemm_rmsnorm_gemm_forward_fused");
+  ArgumentCheck check("coda::reference::gemm_rmsnorm_gemm_forward_fused");
   check_layer(check, layer);
   checks::require_tile_size(check, "bn", bn);
   check.throw_if_error();
   const Matrix y = gemm(layer.x, Major::k, layer.w1, Major::k);
-  const ResidualRmsNorm kernel4 = residual_rmsnorm(y, layer.residual, layer.norm_weight, bn);
+  const ResidualRmsNorm first = residual_rmsnorm(y, layer.residual, layer.norm_weight, bn);
   GemmRmsNormGemmForward out;
-  out.residual_out = kernel4.residual;
-  out.rstd = rstd_from_partials(kernel4.sum_squares, hidden_of(layer), layer.eps);
-  out.output = row_scale(gemm(kernel4.weighted, Major::k, layer.w2, Major::k), out.rstd);  // kernel 5
+  out.residual_out = first.residual;
+  out.rstd = rstd_from_partials(first.sum_squares, hidden_of(layer), layer.eps);
+  out.output = row_scale(gemm(first.weighted, Major::k, layer.w2, Major::k), out.rstd);  // GEMM + row scale
   return out;
 }
 
 GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward(const GemmRmsNormGemm& layer, const GemmRmsNormGemmForward& saved,
                                                     const Matrix& grad_output, const Matrix& grad_residual_out) {
-  ArgumentCheck check("coda::ref::gemm_rmsnorm_gemm_backward");
+  ArgumentCheck check("coda::reference::gemm_rmsnorm_gemm_backward");
   check_backward(check, layer, saved, grad_output, grad_residual_out);
   check.throw_if_error();
   const Matrix grad_normalized = gemm(grad_output, Major::k, layer.w2, Major::mn);  // dN = dZ W2
@@ -100,7 +100,7 @@ GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward_fused(const GemmRmsNormGemm&
                                                           const GemmRmsNormGemmForward& saved,
                                                           const Matrix& grad_output, const Matrix& grad_residual_out,
                                                           int64_t bn, int64_t bm) {
-  ArgumentCheck check("coda::ref::gemm_rmsnorm_gemm_backward_fused");
+  ArgumentCheck check("coda::reference::gemm_rmsnorm_gemm_backward_fused");
   check_backward(check, layer, saved, grad_output, grad_residual_out);
   checks::require_tile_size(check, "bn", bn);
   checks::require_tile_size(check, "bm", bm);
@@ -128,4 +128,4 @@ CrossEntropyPartials row_scale_cross_entropy_partials(const Matrix& y, const Vec
   return cross_entropy_partials(row_scale(y, rstd), targets, bn, options);
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

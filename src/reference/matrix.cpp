@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-namespace coda::ref {
+namespace coda::reference {
 
 Matrix Matrix::transposed() const {
   Matrix t(cols, rows);
@@ -65,4 +65,4 @@ double max_abs_difference(const Matrix& a, const Matrix& b) {
   return worst;
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -10,44 +10,40 @@
 #include "coda/reference/gemm.hpp"
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
-
-using checks::concat;
 
 constexpr int64_t kMaxExperts = 256;  // one GPU tile holds every expert of a token
 
 // `experts_argument` names the argument whose extent E is.
 void check_options(ArgumentCheck& check, std::string_view experts_argument, int64_t experts,
                    const RoutingOptions& options) {
-  check.require(experts >= 1 && experts <= kMaxExperts, experts_argument,
-                concat("holds ", experts, " experts but must hold 1 to ", kMaxExperts, " (one GPU tile)"));
-  check.require(options.k >= 1 && options.k <= experts, "options.k",
-                concat("is ", options.k, " but must lie in [1, ", experts, "] (the number of experts)"));
+  check.require(experts >= 1 && experts <= kMaxExperts, experts_argument, "holds ", experts,
+                " experts but must hold 1 to ", kMaxExperts, " (one GPU tile)");
+  check.require(options.k >= 1 && options.k <= experts, "options.k", "is ", options.k, " but must lie in [1, ", experts,
+                "] (the number of experts)");
   const bool sigmoid_bias = options.mode == RoutingMode::sigmoid_bias;
   check.require(options.expert_bias.empty() || sigmoid_bias, "options.expert_bias",
                 "is used only by mode sigmoid_bias; leave it empty for the softmax modes");
-  check.require(options.n_group == 1 || sigmoid_bias, "options.n_group",
-                concat("is ", options.n_group, " but grouped selection exists only in mode sigmoid_bias"));
+  check.require(options.n_group == 1 || sigmoid_bias, "options.n_group", "is ", options.n_group,
+                " but grouped selection exists only in mode sigmoid_bias");
   if (!options.expert_bias.empty()) {
     checks::require_length(check, "options.expert_bias", options.expert_bias.size(), experts, "one bias per expert");
     check.require(std::all_of(options.expert_bias.begin(), options.expert_bias.end(),
                               [](double b) { return std::isfinite(b); }),
                   "options.expert_bias", "must be finite everywhere");
   }
-  check.require(options.n_group >= 1 && experts % options.n_group == 0, "options.n_group",
-                concat("is ", options.n_group, " but must be >= 1 and divide the number of experts (", experts, ")"));
+  check.require(options.n_group >= 1 && experts % options.n_group == 0, "options.n_group", "is ", options.n_group,
+                " but must be >= 1 and divide the number of experts (", experts, ")");
   const int64_t group_size = options.n_group >= 1 ? experts / options.n_group : 0;
-  check.require(options.n_group == 1 || group_size >= 2, "options.n_group",
-                concat("gives groups of ", group_size, " expert(s), but a group scores its two best experts"));
-  check.require(options.topk_group >= 1 && options.topk_group <= options.n_group, "options.topk_group",
-                concat("is ", options.topk_group, " but must lie in [1, n_group = ", options.n_group, "]"));
-  check.require(options.k <= options.topk_group * group_size, "options.k",
-                concat("is ", options.k, " but the ", options.topk_group, " kept group(s) hold only ",
-                       options.topk_group * group_size, " experts"));
+  check.require(options.n_group == 1 || group_size >= 2, "options.n_group", "gives groups of ", group_size,
+                " expert(s), but a group scores its two best experts");
+  check.require(options.topk_group >= 1 && options.topk_group <= options.n_group, "options.topk_group", "is ",
+                options.topk_group, " but must lie in [1, n_group = ", options.n_group, "]");
+  check.require(options.k <= options.topk_group * group_size, "options.k", "is ", options.k, " but the ",
+                options.topk_group, " kept group(s) hold only ", options.topk_group * group_size, " experts");
   check.require(std::isfinite(options.routed_scaling_factor) && options.routed_scaling_factor > 0,
-                "options.routed_scaling_factor",
-                concat("is ", options.routed_scaling_factor, " but must be finite and > 0"));
+                "options.routed_scaling_factor", "is ", options.routed_scaling_factor, " but must be finite and > 0");
 }
 
 // Indices i in [begin, end) with allowed[i] and a non-NaN score, by descending score; the stable
@@ -130,7 +126,7 @@ void route_row(const double* scores, int64_t experts, const RoutingOptions& opti
 }  // namespace
 
 Routing route(const Matrix& scores, const RoutingOptions& options) {
-  ArgumentCheck check("coda::ref::route");
+  ArgumentCheck check("coda::reference::route");
   check_options(check, "scores", scores.cols, options);
   check.throw_if_error();
   Routing out{Matrix(scores.rows, options.k), std::vector<int32_t>(std::size_t(scores.rows * options.k))};
@@ -140,13 +136,12 @@ Routing route(const Matrix& scores, const RoutingOptions& options) {
 }
 
 Routing moe_route(const Matrix& x, const Matrix& router_weight, const RoutingOptions& options) {
-  ArgumentCheck check("coda::ref::moe_route");
-  check.require(router_weight.cols == x.cols, "router_weight",
-                concat("is ", checks::shape_of(router_weight), " but x is ", checks::shape_of(x),
-                       " (they must agree on K)"));
+  ArgumentCheck check("coda::reference::moe_route");
+  check.require(router_weight.cols == x.cols, "router_weight", "is ", checks::shape_of(router_weight), " but x is ",
+                checks::shape_of(x), " (they must agree on K)");
   check_options(check, "router_weight", router_weight.rows, options);
   check.throw_if_error();
   return route(gemm(x, Major::k, router_weight, Major::k), options);
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

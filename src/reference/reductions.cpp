@@ -7,7 +7,7 @@
 
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -103,7 +103,7 @@ Vector row_sums_of_squares(const Matrix& y) { return full_rows(Statistic::sum_of
 Vector row_max(const Matrix& y) { return full_rows(Statistic::max, y, nullptr); }
 
 Vector row_dots(const Matrix& y, const Matrix& other) {
-  check_same_shape("coda::ref::row_dots", y, other);
+  check_same_shape("coda::reference::row_dots", y, other);
   return full_rows(Statistic::dot, y, &other);
 }
 
@@ -121,39 +121,40 @@ double abs_max(const Matrix& y) {
 }
 
 Matrix row_partials(int64_t rows, int64_t cols, int64_t bn, const SegmentReduction& reduce) {
-  return tiled_row_partials("coda::ref::row_partials", rows, cols, bn, reduce);
+  return tiled_row_partials("coda::reference::row_partials", rows, cols, bn, reduce);
 }
 
 Matrix column_partials(int64_t rows, int64_t cols, int64_t bm, const SegmentReduction& reduce) {
-  return tiled_column_partials("coda::ref::column_partials", rows, cols, bm, reduce);
+  return tiled_column_partials("coda::reference::column_partials", rows, cols, bm, reduce);
 }
 
 Matrix row_partial_sums(const Matrix& y, int64_t bn) {
-  return row_partials_of("coda::ref::row_partial_sums", Statistic::sum, y, nullptr, bn);
+  return row_partials_of("coda::reference::row_partial_sums", Statistic::sum, y, nullptr, bn);
 }
 Matrix row_partial_sums_of_squares(const Matrix& y, int64_t bn) {
-  return row_partials_of("coda::ref::row_partial_sums_of_squares", Statistic::sum_of_squares, y, nullptr, bn);
+  return row_partials_of("coda::reference::row_partial_sums_of_squares", Statistic::sum_of_squares, y, nullptr, bn);
 }
 Matrix row_partial_max(const Matrix& y, int64_t bn) {
-  return row_partials_of("coda::ref::row_partial_max", Statistic::max, y, nullptr, bn);
+  return row_partials_of("coda::reference::row_partial_max", Statistic::max, y, nullptr, bn);
 }
 Matrix row_partial_dots(const Matrix& y, const Matrix& other, int64_t bn) {
-  check_same_shape("coda::ref::row_partial_dots", y, other);
-  return row_partials_of("coda::ref::row_partial_dots", Statistic::dot, y, &other, bn);
+  check_same_shape("coda::reference::row_partial_dots", y, other);
+  return row_partials_of("coda::reference::row_partial_dots", Statistic::dot, y, &other, bn);
 }
 
 Matrix column_partial_sums(const Matrix& y, int64_t bm) {
-  return column_partials_of("coda::ref::column_partial_sums", Statistic::sum, y, nullptr, bm);
+  return column_partials_of("coda::reference::column_partial_sums", Statistic::sum, y, nullptr, bm);
 }
 Matrix column_partial_sums_of_squares(const Matrix& y, int64_t bm) {
-  return column_partials_of("coda::ref::column_partial_sums_of_squares", Statistic::sum_of_squares, y, nullptr, bm);
+  return column_partials_of("coda::reference::column_partial_sums_of_squares", Statistic::sum_of_squares, y, nullptr,
+                            bm);
 }
 Matrix column_partial_max(const Matrix& y, int64_t bm) {
-  return column_partials_of("coda::ref::column_partial_max", Statistic::max, y, nullptr, bm);
+  return column_partials_of("coda::reference::column_partial_max", Statistic::max, y, nullptr, bm);
 }
 Matrix column_partial_dots(const Matrix& y, const Matrix& other, int64_t bm) {
-  check_same_shape("coda::ref::column_partial_dots", y, other);
-  return column_partials_of("coda::ref::column_partial_dots", Statistic::dot, y, &other, bm);
+  check_same_shape("coda::reference::column_partial_dots", y, other);
+  return column_partials_of("coda::reference::column_partial_dots", Statistic::dot, y, &other, bm);
 }
 
 Vector combine_row_partials(const Matrix& partials, Combine op) {
@@ -170,4 +171,4 @@ Vector combine_column_partials(const Matrix& partials, Combine op) {
   return out;
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -6,7 +6,7 @@
 #include "coda/reference/reductions.hpp"
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 void check_weight(ArgumentCheck& check, const Vector& weight, int64_t hidden) {
@@ -33,7 +33,7 @@ Matrix normalize(const Matrix& h, const Vector& rstd, const Vector& weight) {
 }  // namespace
 
 Vector rmsnorm_rstd(const Matrix& h, double eps) {
-  ArgumentCheck check("coda::ref::rmsnorm_rstd");
+  ArgumentCheck check("coda::reference::rmsnorm_rstd");
   check.positive("h", h.cols, "the hidden size (columns of h)");
   checks::require_epsilon(check, "eps", eps);
   check.throw_if_error();
@@ -43,14 +43,14 @@ Vector rmsnorm_rstd(const Matrix& h, double eps) {
 }
 
 Matrix rmsnorm(const Matrix& h, const Vector& weight, double eps) {
-  ArgumentCheck check("coda::ref::rmsnorm");
+  ArgumentCheck check("coda::reference::rmsnorm");
   check_weight(check, weight, h.cols);
   check.throw_if_error();
   return normalize(h, rmsnorm_rstd(h, eps), weight);
 }
 
 RmsNormBackward rmsnorm_backward(const Matrix& grad_output, const Matrix& h, const Vector& weight, double eps) {
-  ArgumentCheck check("coda::ref::rmsnorm_backward");
+  ArgumentCheck check("coda::reference::rmsnorm_backward");
   check_weight(check, weight, h.cols);
   checks::require_shape(check, "grad_output", grad_output, h.rows, h.cols, "the shape of h");
   check.throw_if_error();
@@ -71,7 +71,7 @@ RmsNormBackward rmsnorm_backward(const Matrix& grad_output, const Matrix& h, con
 }
 
 ResidualRmsNorm residual_rmsnorm(const Matrix& y, const Matrix& residual, const Vector& weight, int64_t bn) {
-  ArgumentCheck check("coda::ref::residual_rmsnorm");
+  ArgumentCheck check("coda::reference::residual_rmsnorm");
   checks::require_shape(check, "residual", residual, y.rows, y.cols, "the shape of y");
   check_weight(check, weight, y.cols);
   checks::require_tile_size(check, "bn", bn);
@@ -85,7 +85,7 @@ ResidualRmsNorm residual_rmsnorm(const Matrix& y, const Matrix& residual, const 
 }
 
 Vector rstd_from_partials(const Matrix& sum_squares, int64_t hidden, double eps) {
-  ArgumentCheck check("coda::ref::rstd_from_partials");
+  ArgumentCheck check("coda::reference::rstd_from_partials");
   check.positive("hidden", hidden, "hidden");
   checks::require_epsilon(check, "eps", eps);
   check.throw_if_error();
@@ -95,7 +95,7 @@ Vector rstd_from_partials(const Matrix& sum_squares, int64_t hidden, double eps)
 }
 
 Matrix row_scale(const Matrix& y, const Vector& scale) {
-  ArgumentCheck check("coda::ref::row_scale");
+  ArgumentCheck check("coda::reference::row_scale");
   check_row_vector(check, "scale", scale, y.rows);
   check.throw_if_error();
   Matrix out = y;
@@ -105,7 +105,7 @@ Matrix row_scale(const Matrix& y, const Vector& scale) {
 }
 
 RowScaleBackward row_scale_backward(const Matrix& grad_output, const Matrix& y, const Vector& scale) {
-  ArgumentCheck check("coda::ref::row_scale_backward");
+  ArgumentCheck check("coda::reference::row_scale_backward");
   checks::require_shape(check, "grad_output", grad_output, y.rows, y.cols, "the shape of y");
   check_row_vector(check, "scale", scale, y.rows);
   check.throw_if_error();
@@ -113,7 +113,7 @@ RowScaleBackward row_scale_backward(const Matrix& grad_output, const Matrix& y, 
 }
 
 Vector rmsnorm_backward_coefficient(const Matrix& row_dot_partials, int64_t hidden) {
-  ArgumentCheck check("coda::ref::rmsnorm_backward_coefficient");
+  ArgumentCheck check("coda::reference::rmsnorm_backward_coefficient");
   check.positive("hidden", hidden, "hidden");
   check.throw_if_error();
   Vector c = combine_row_partials(row_dot_partials, Combine::sum);
@@ -124,7 +124,7 @@ Vector rmsnorm_backward_coefficient(const Matrix& row_dot_partials, int64_t hidd
 ResidualRmsNormBackward residual_rmsnorm_backward(const Matrix& d, const Matrix& h, const Vector& rstd,
                                                   const Vector& weight, const Vector& c,
                                                   const Matrix& grad_residual_in, int64_t bm) {
-  ArgumentCheck check("coda::ref::residual_rmsnorm_backward");
+  ArgumentCheck check("coda::reference::residual_rmsnorm_backward");
   checks::require_shape(check, "h", h, d.rows, d.cols, "the shape of d");
   check_row_vector(check, "rstd", rstd, d.rows);
   check_weight(check, weight, d.cols);
@@ -147,4 +147,4 @@ ResidualRmsNormBackward residual_rmsnorm_backward(const Matrix& d, const Matrix&
   return out;
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

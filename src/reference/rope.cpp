@@ -5,22 +5,20 @@
 
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
-
-using checks::concat;
 
 // head_dim even and positive; `width` (the extent holding the heads) a whole number of heads;
 // 0 <= rot_heads <= heads.
 void check_heads(ArgumentCheck& check, std::string_view width_argument, int64_t width, int64_t head_dim,
                  int64_t rot_heads) {
-  check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim",
-                concat("is ", head_dim, " but must be even and >= 2 (RoPE rotates pairs)"));
+  check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", "is ", head_dim,
+                " but must be even and >= 2 (RoPE rotates pairs)");
   if (check.failed()) return;
-  check.require(width % head_dim == 0, width_argument,
-                concat("has N = ", width, ", not a multiple of head_dim = ", head_dim, " (N = heads * head_dim)"));
-  check.require(rot_heads >= 0 && rot_heads <= width / head_dim, "rot_heads",
-                concat("is ", rot_heads, " but must lie in [0, ", width / head_dim, "] (the number of heads)"));
+  check.require(width % head_dim == 0, width_argument, "has N = ", width, ", not a multiple of head_dim = ", head_dim,
+                " (N = heads * head_dim)");
+  check.require(rot_heads >= 0 && rot_heads <= width / head_dim, "rot_heads", "is ", rot_heads, " but must lie in [0, ",
+                width / head_dim, "] (the number of heads)");
 }
 
 // Rotate every pair of the first rot_heads heads by direction * angle (+1 forward, -1 backward).
@@ -32,9 +30,8 @@ Matrix rotate(std::string_view function, const Matrix& y, const std::vector<int3
   checks::require_shape(check, "cache", cache.cos, cache.cos.rows, head_dim / 2, "cos has head_dim / 2 columns");
   checks::require_shape(check, "cache", cache.sin, cache.cos.rows, head_dim / 2, "sin has the shape of cos");
   for (std::size_t m = 0; m < positions.size() && !check.failed(); ++m)
-    check.require(positions[m] >= 0 && positions[m] < cache.cos.rows, "positions",
-                  concat("positions[", m, "] = ", positions[m], " is outside [0, ", cache.cos.rows,
-                         ") (the cache's max_pos)"));
+    check.require(positions[m] >= 0 && positions[m] < cache.cos.rows, "positions", "positions[", m,
+                  "] = ", positions[m], " is outside [0, ", cache.cos.rows, ") (the cache's max_pos)");
   check.throw_if_error();
 
   Matrix out = y;
@@ -61,10 +58,10 @@ int64_t rotate_half_index(int64_t interleaved, int64_t head_dim) {
 }  // namespace
 
 RopeCache rope_cache(int64_t max_pos, int64_t head_dim, double theta) {
-  ArgumentCheck check("coda::ref::rope_cache");
+  ArgumentCheck check("coda::reference::rope_cache");
   check.positive("max_pos", max_pos, "max_pos");
-  check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", concat("is ", head_dim, " but must be even and >= 2"));
-  check.require(std::isfinite(theta) && theta > 0, "theta", concat("is ", theta, " but must be finite and > 0"));
+  check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", "is ", head_dim, " but must be even and >= 2");
+  check.require(std::isfinite(theta) && theta > 0, "theta", "is ", theta, " but must be finite and > 0");
   check.throw_if_error();
   RopeCache cache{Matrix(max_pos, head_dim / 2), Matrix(max_pos, head_dim / 2)};
   for (int64_t p = 0; p < max_pos; ++p) {
@@ -79,16 +76,16 @@ RopeCache rope_cache(int64_t max_pos, int64_t head_dim, double theta) {
 
 Matrix rope(const Matrix& y, const std::vector<int32_t>& positions, const RopeCache& cache, int64_t head_dim,
             int64_t rot_heads) {
-  return rotate("coda::ref::rope", y, positions, cache, head_dim, rot_heads, +1.0);
+  return rotate("coda::reference::rope", y, positions, cache, head_dim, rot_heads, +1.0);
 }
 
 Matrix rope_backward(const Matrix& grad_output, const std::vector<int32_t>& positions, const RopeCache& cache,
                      int64_t head_dim, int64_t rot_heads) {
-  return rotate("coda::ref::rope_backward", grad_output, positions, cache, head_dim, rot_heads, -1.0);
+  return rotate("coda::reference::rope_backward", grad_output, positions, cache, head_dim, rot_heads, -1.0);
 }
 
 Matrix permute_rotate_half_to_interleaved(const Matrix& w, int64_t head_dim, int64_t rot_heads) {
-  ArgumentCheck check("coda::ref::permute_rotate_half_to_interleaved");
+  ArgumentCheck check("coda::reference::permute_rotate_half_to_interleaved");
   check_heads(check, "w", w.rows, head_dim, rot_heads);
   check.throw_if_error();
   Matrix out = w;
@@ -100,7 +97,7 @@ Matrix permute_rotate_half_to_interleaved(const Matrix& w, int64_t head_dim, int
 }
 
 Matrix permute_interleaved_to_rotate_half_columns(const Matrix& y, int64_t head_dim, int64_t rot_heads) {
-  ArgumentCheck check("coda::ref::permute_interleaved_to_rotate_half_columns");
+  ArgumentCheck check("coda::reference::permute_interleaved_to_rotate_half_columns");
   check_heads(check, "y", y.cols, head_dim, rot_heads);
   check.throw_if_error();
   Matrix out = y;
@@ -111,4 +108,4 @@ Matrix permute_interleaved_to_rotate_half_columns(const Matrix& y, int64_t head_
   return out;
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -4,20 +4,18 @@
 #include "coda/reference/reductions.hpp"
 #include "reference/checks.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
-using checks::concat;
-
 void check_interleaved(ArgumentCheck& check, const Matrix& y) {
-  check.require(y.cols >= 2 && y.cols % 2 == 0, "y",
-                concat("has ", y.cols, " columns but must have an even number >= 2 (interleaved gate/up pairs)"));
+  check.require(y.cols >= 2 && y.cols % 2 == 0, "y", "has ", y.cols,
+                " columns but must have an even number >= 2 (interleaved gate/up pairs)");
 }
 
 }  // namespace
 
 Matrix swiglu(const Matrix& y) {
-  ArgumentCheck check("coda::ref::swiglu");
+  ArgumentCheck check("coda::reference::swiglu");
   check_interleaved(check, y);
   check.throw_if_error();
   const Activation silu = Activation::silu();
@@ -28,7 +26,7 @@ Matrix swiglu(const Matrix& y) {
 }
 
 Matrix interleave_gate_up(const Matrix& w_gate, const Matrix& w_up) {
-  ArgumentCheck check("coda::ref::interleave_gate_up");
+  ArgumentCheck check("coda::reference::interleave_gate_up");
   checks::require_shape(check, "w_up", w_up, w_gate.rows, w_gate.cols, "the shape of w_gate");
   check.throw_if_error();
   Matrix out(2 * w_gate.rows, w_gate.cols);
@@ -42,8 +40,8 @@ Matrix interleave_gate_up(const Matrix& w_gate, const Matrix& w_up) {
 }
 
 GateUp deinterleave_gate_up(const Matrix& w) {
-  ArgumentCheck check("coda::ref::deinterleave_gate_up");
-  check.require(w.rows % 2 == 0, "w", concat("has ", w.rows, " rows but must have an even number (gate/up pairs)"));
+  ArgumentCheck check("coda::reference::deinterleave_gate_up");
+  check.require(w.rows % 2 == 0, "w", "has ", w.rows, " rows but must have an even number (gate/up pairs)");
   check.throw_if_error();
   GateUp out{Matrix(w.rows / 2, w.cols), Matrix(w.rows / 2, w.cols)};
   for (int64_t f = 0; f < w.rows / 2; ++f) {
@@ -56,7 +54,7 @@ GateUp deinterleave_gate_up(const Matrix& w) {
 }
 
 SwigluBackward swiglu_backward(const Matrix& grad_a, const Matrix& y, int64_t bn) {
-  ArgumentCheck check("coda::ref::swiglu_backward");
+  ArgumentCheck check("coda::reference::swiglu_backward");
   check_interleaved(check, y);
   checks::require_shape(check, "grad_a", grad_a, y.rows, y.cols / 2, "one gradient per (gate, up) pair of y");
   checks::require_tile_size(check, "bn", bn);
@@ -77,4 +75,4 @@ SwigluBackward swiglu_backward(const Matrix& grad_a, const Matrix& y, int64_t bn
   return out;
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

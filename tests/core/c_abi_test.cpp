@@ -1,5 +1,6 @@
 // The C ABI: status codes, the per-thread message, and coda_gemm's argument rules. Validation
 // runs before the device is touched, so these run in CI without a GPU.
+#include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,7 +17,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 TEST(CAbi, VersionAndStatusNames) {
-  EXPECT_STREQ(coda_version(), "0.1.0");
+  EXPECT_STREQ(coda_version(), CODA_TEST_VERSION);
   EXPECT_STREQ(coda_status_name(CODA_INVALID_ARGUMENT), "invalid argument");
   EXPECT_STREQ(coda_status_name(static_cast<coda_status>(99)), "unknown status");
   EXPECT_GE(coda_device_count(), 0);
@@ -77,10 +78,12 @@ TEST(CAbiGemm, SharedRulesComeFromTheGemmValidation) {
   GemmCall x;
   x.b.shape[1] = 40;
   x.b.stride[0] = 40;
-  EXPECT_THAT(error_of(x), HasSubstr("argument 'b': shape (48, 40) bf16, strides (40, 1) (K-major): its columns are K = 40 but a has K = 32"));
+  EXPECT_THAT(error_of(x),
+              StartsWith("coda_gemm: argument 'b': shape (48, 40) bf16, strides (40, 1) (K-major): its columns "
+                         "are K = 40 but a has K = 32"));
   GemmCall y;
   y.a.dtype = CODA_F32;
-  EXPECT_THAT(error_of(y, CODA_UNSUPPORTED), HasSubstr("argument 'a': dtype f32 is not supported here"));
+  EXPECT_THAT(error_of(y, CODA_UNSUPPORTED), StartsWith("coda_gemm: argument 'a': dtype f32 is not supported here"));
   GemmCall z;  // the major reaches it: an N-major B is stored (K x N), so its rows are K
   z.b_major = CODA_MN_MAJOR;
   EXPECT_THAT(error_of(z), HasSubstr("argument 'b': shape (48, 32) bf16, strides (32, 1) (MN-major): its rows are K = 48 but a has K = 32"));
@@ -89,7 +92,7 @@ TEST(CAbiGemm, SharedRulesComeFromTheGemmValidation) {
 TEST(CAbiGemm, WorkspaceWithoutPointer) {
   const GemmCall x;
   EXPECT_EQ(coda_gemm(x.a_arg, x.a_major, x.b_arg, x.b_major, x.c_arg, nullptr, 64, nullptr), CODA_INVALID_ARGUMENT);
-  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'options.workspace': is null but workspace_bytes is not 0"));
+  EXPECT_STREQ(coda_last_error(), "coda_gemm: argument 'options.workspace': is null but workspace_bytes is not 0");
 }
 
 TEST(CAbiGemm, WorkspaceBytesChecksItsArguments) {
@@ -106,10 +109,37 @@ TEST(CAbiGemm, WorkspaceBytesChecksItsArguments) {
 TEST(CAbiGemm, ValidArgumentsWithoutGpuAreUnsupported) {
   if (coda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present; the GPU tests run coda_gemm for real";
   const GemmCall x;
-  EXPECT_THAT(error_of(x, CODA_UNSUPPORTED), StartsWith("coda::gemm: no CUDA device"));
+  EXPECT_THAT(error_of(x, CODA_UNSUPPORTED), StartsWith("coda_gemm: no CUDA device: "));
   size_t bytes = 123;
   EXPECT_EQ(coda_gemm_workspace_bytes(x.a_arg, x.a_major, x.b_arg, x.b_major, x.c_arg, &bytes), CODA_UNSUPPORTED);
-  EXPECT_THAT(coda_last_error(), StartsWith("coda::gemm: no CUDA device"));
+  EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_workspace_bytes: no CUDA device: "));
+  coda_gemm_plan_info plan{};
+  EXPECT_EQ(coda_gemm_plan(x.a_arg, x.a_major, x.b_arg, x.b_major, x.c_arg, 0, &plan), CODA_UNSUPPORTED);
+  EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_plan: no CUDA device: "));
+}
+
+// With no NVIDIA driver at all (CI's machines), the message says so, not that a driver is too old.
+TEST(CAbiGemm, NoDriverIsSaidPlainly) {
+  if (coda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  const GemmCall x;
+  ASSERT_EQ(x.gemm(), CODA_UNSUPPORTED);
+  const std::string message = coda_last_error();
+  if (message.find("cudaErrorInsufficientDriver") != std::string::npos)
+    ADD_FAILURE() << "a missing driver reported as an old one: " << message;
+  int driver = -1;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)  // none installed
+    EXPECT_EQ(message, "coda_gemm: no CUDA device: no NVIDIA driver is installed (libcuda.so.1 was not found)");
+}
+
+TEST(CAbiGemm, PlanChecksItsArguments) {
+  const GemmCall x;
+  coda_gemm_plan_info plan{};
+  EXPECT_EQ(coda_gemm_plan(x.a_arg, x.a_major, x.b_arg, x.b_major, x.c_arg, 0, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_STREQ(coda_last_error(), "coda_gemm_plan: argument 'plan': is a null pointer");
+  EXPECT_EQ(coda_gemm_plan(x.a_arg, static_cast<coda_major>(3), x.b_arg, x.b_major, x.c_arg, 0, &plan),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_plan: argument 'a_major': code 3 is not a coda_major"));
+  EXPECT_EQ(plan.tile, nullptr);
 }
 
 TEST(CAbi, LastErrorIsPerThread) {

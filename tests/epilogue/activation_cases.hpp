@@ -36,21 +36,31 @@ inline std::vector<float> inputs() {
   return x;
 }
 
-inline ref::Activation reference_of(const epilogue::ActivationFunction& f) {
+inline reference::Activation reference_of(const epilogue::ActivationFunction& f) {
   using epilogue::Activation;
   switch (f.kind) {
-    case Activation::identity: return ref::Activation::identity();
-    case Activation::relu: return ref::Activation::relu();
-    case Activation::gelu_erf: return ref::Activation::gelu_erf();
-    case Activation::gelu_tanh: return ref::Activation::gelu_tanh();
-    case Activation::silu: return ref::Activation::silu();
-    case Activation::sigmoid: return ref::Activation::sigmoid();
-    case Activation::tanh: return ref::Activation::tanh();
-    case Activation::hardswish: return ref::Activation::hardswish();
-    case Activation::leaky_relu: return ref::Activation::leaky_relu(f.slope);
-    case Activation::clamp: return ref::Activation::clamp(f.lo, f.hi);
+    case Activation::identity:
+      return reference::Activation::identity();
+    case Activation::relu:
+      return reference::Activation::relu();
+    case Activation::gelu_erf:
+      return reference::Activation::gelu_erf();
+    case Activation::gelu_tanh:
+      return reference::Activation::gelu_tanh();
+    case Activation::silu:
+      return reference::Activation::silu();
+    case Activation::sigmoid:
+      return reference::Activation::sigmoid();
+    case Activation::tanh:
+      return reference::Activation::tanh();
+    case Activation::hardswish:
+      return reference::Activation::hardswish();
+    case Activation::leaky_relu:
+      return reference::Activation::leaky_relu(f.slope);
+    case Activation::clamp:
+      return reference::Activation::clamp(f.lo, f.hi);
   }
-  return ref::Activation::identity();
+  return reference::Activation::identity();
 }
 
 /// `got` (fp32) within `tolerance` relative to |want| plus 1e-7 absolute (fp32's rounding of the

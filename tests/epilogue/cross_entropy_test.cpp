@@ -1,7 +1,7 @@
-// The CrossEntropyPartials program (GEMM + partial cross-entropy, kernel 3; with a row scale,
-// kernel 8) on the CPU executor: its partials against ref::cross_entropy_partials (and
-// ref::row_scale_cross_entropy_partials) over parts of the same width, and the loss
-// ref::cross_entropy_finish makes of them against ref::cross_entropy straight from the logits, for
+// The CrossEntropyPartials program (GEMM + partial cross-entropy; with a row scale: after the
+// final RMSNorm) on the CPU executor: its partials against reference::cross_entropy_partials (and
+// reference::row_scale_cross_entropy_partials) over parts of the same width, and the loss
+// reference::cross_entropy_finish makes of them against reference::cross_entropy straight from the logits, for
 // every loss option. A vocabulary of 1000 (no multiple of a part's width), 150 rows, two batches,
 // every sixth row ignored.
 #include "coda/epilogue/programs/cross_entropy.hpp"
@@ -26,7 +26,7 @@ struct CrossEntropyCase {
   bool row_sums = false;  // needed by label smoothing
   bool store_logits = false;
   DType logits_type = DType::bf16;
-  int32_t ignore_index = ref::CrossEntropyOptions{}.ignore_index;  // may be a valid class too
+  int32_t ignore_index = reference::CrossEntropyOptions{}.ignore_index;  // may be a valid class too
 };
 
 class EpilogueCrossEntropy : public PartShapeTest {
@@ -36,7 +36,7 @@ class EpilogueCrossEntropy : public PartShapeTest {
     const int64_t parts_n = part_count(shape.cols, part().cols);
     const auto acc = random_accumulators(shape);
     std::vector<std::vector<int32_t>> targets(std::size_t(shape.batch));
-    std::vector<ref::Vector> target_values;
+    std::vector<reference::Vector> target_values;
     for (auto& t : targets) {
       for (int64_t r = 0; r < shape.rows; ++r)
         t.push_back(r % 6 == 5 ? c.ignore_index : int32_t(uniform_int(0, shape.cols - 1)));
@@ -60,14 +60,16 @@ class EpilogueCrossEntropy : public PartShapeTest {
 
     // The reference's partials with every target inside the vocabulary counted: the program knows
     // nothing of ignore_index, so one that is a valid class gets its logit picked like any other.
-    const ref::CrossEntropyOptions partial_options{.ignore_index = std::min(c.ignore_index, -1), .softcap = c.softcap};
+    const reference::CrossEntropyOptions partial_options{.ignore_index = std::min(c.ignore_index, -1),
+                                                         .softcap = c.softcap};
     for (int64_t b = 0; b < shape.batch; ++b) {
       SCOPED_TRACE(::testing::Message() << "batch " << b);
       const auto& t = targets[std::size_t(b)];
-      // The logits the loss is of: rstd-scaled when asked (kernel 8), before soft-capping.
-      const ref::Matrix y =
-          c.row_scale ? ref::row_scale(acc[std::size_t(b)], column_vector_values(rstd, b)) : acc[std::size_t(b)];
-      const ref::CrossEntropyPartials want = ref::cross_entropy_partials(y, t, part().cols, partial_options);
+      // The logits the loss is of: rstd-scaled when asked, before soft-capping.
+      const reference::Matrix y =
+          c.row_scale ? reference::row_scale(acc[std::size_t(b)], column_vector_values(rstd, b)) : acc[std::size_t(b)];
+      const reference::CrossEntropyPartials want =
+          reference::cross_entropy_partials(y, t, part().cols, partial_options);
       {
         SCOPED_TRACE("lse partials");
         expect_close(lse.matrix(b), want.lse);
@@ -78,7 +80,7 @@ class EpilogueCrossEntropy : public PartShapeTest {
       }
       {
         SCOPED_TRACE("target logits (targets outside the vocabulary: never written)");
-        ref::Matrix want_target(shape.rows, 1);
+        reference::Matrix want_target(shape.rows, 1);
         for (int64_t r = 0; r < shape.rows; ++r)
           want_target(r, 0) =
               t[std::size_t(r)] < 0 ? std::numeric_limits<double>::quiet_NaN() : want.target_logit[std::size_t(r)];
@@ -94,8 +96,9 @@ class EpilogueCrossEntropy : public PartShapeTest {
     if (c.row_sums) row_sums.expect_written_exactly();
     if (c.store_logits) {
       SCOPED_TRACE("logits");
-      expect_output(logits, per_batch(acc, [&](const ref::Matrix& a, int64_t b) {
-                      ref::Matrix capped = c.row_scale ? ref::row_scale(a, column_vector_values(rstd, b)) : a;
+      expect_output(logits, per_batch(acc, [&](const reference::Matrix& a, int64_t b) {
+                      reference::Matrix capped =
+                          c.row_scale ? reference::row_scale(a, column_vector_values(rstd, b)) : a;
                       if (c.softcap > 0)
                         for (double& v : capped.data) v = c.softcap * std::tanh(v / c.softcap);
                       return capped;
@@ -105,11 +108,13 @@ class EpilogueCrossEntropy : public PartShapeTest {
 
   // What the program wrote for batch b, as the reference's partials: no row sums (zeros) when they
   // were not asked for, and 0 for the target logit of ignored rows (which the loss never reads).
-  static ref::CrossEntropyPartials program_partials(ref::Matrix lse, const PartialsBuffer* row_sums, int64_t b,
-                                                    const ref::Matrix& target_logit,
-                                                    const std::vector<int32_t>& targets, int32_t ignore_index) {
-    ref::CrossEntropyPartials p{
-        .lse = lse, .row_sums = row_sums ? row_sums->matrix(b) : ref::Matrix(lse.rows, lse.cols), .target_logit = {}};
+  static reference::CrossEntropyPartials program_partials(reference::Matrix lse, const PartialsBuffer* row_sums,
+                                                          int64_t b, const reference::Matrix& target_logit,
+                                                          const std::vector<int32_t>& targets, int32_t ignore_index) {
+    reference::CrossEntropyPartials p{
+        .lse = lse,
+        .row_sums = row_sums ? row_sums->matrix(b) : reference::Matrix(lse.rows, lse.cols),
+        .target_logit = {}};
     for (int64_t r = 0; r < lse.rows; ++r)
       p.target_logit.push_back(targets[std::size_t(r)] == ignore_index ? 0.0 : target_logit(r, 0));
     return p;
@@ -117,26 +122,28 @@ class EpilogueCrossEntropy : public PartShapeTest {
 
   // The loss from the partials equals the loss straight from the logits, for every loss option the
   // partials serve (label smoothing needs the row sums).
-  static void expect_loss_from_partials(const CrossEntropyCase& c, const ref::CrossEntropyPartials& partials,
-                                        const ref::Matrix& logits, const std::vector<int32_t>& targets) {
+  static void expect_loss_from_partials(const CrossEntropyCase& c, const reference::CrossEntropyPartials& partials,
+                                        const reference::Matrix& logits, const std::vector<int32_t>& targets) {
     for (double smoothing : {0.0, 0.1}) {
       if (smoothing > 0 && !c.row_sums) continue;
       for (double z_loss : {0.0, 1e-3})
-        for (auto reduction : {ref::LossReduction::none, ref::LossReduction::sum, ref::LossReduction::mean}) {
+        for (auto reduction :
+             {reference::LossReduction::none, reference::LossReduction::sum, reference::LossReduction::mean}) {
           SCOPED_TRACE(::testing::Message()
                        << "label smoothing " << smoothing << ", z-loss " << z_loss << ", reduction " << int(reduction));
-          const ref::CrossEntropyOptions options{.ignore_index = c.ignore_index,
-                                                 .label_smoothing = smoothing,
-                                                 .z_loss = z_loss,
-                                                 .softcap = c.softcap,
-                                                 .reduction = reduction};
-          const ref::CrossEntropyLoss got = ref::cross_entropy_finish(partials, targets, logits.cols, options);
-          const ref::CrossEntropyLoss want = ref::cross_entropy(logits, targets, options);
+          const reference::CrossEntropyOptions options{.ignore_index = c.ignore_index,
+                                                       .label_smoothing = smoothing,
+                                                       .z_loss = z_loss,
+                                                       .softcap = c.softcap,
+                                                       .reduction = reduction};
+          const reference::CrossEntropyLoss got =
+              reference::cross_entropy_finish(partials, targets, logits.cols, options);
+          const reference::CrossEntropyLoss want = reference::cross_entropy(logits, targets, options);
           expect_close(got.per_row, want.per_row);
           expect_close(got.lse, want.lse);
           EXPECT_EQ(got.valid_rows, want.valid_rows);
           ASSERT_EQ(got.reduced.has_value(), want.reduced.has_value());
-          if (want.reduced) expect_close(ref::Vector{*got.reduced}, ref::Vector{*want.reduced});
+          if (want.reduced) expect_close(reference::Vector{*got.reduced}, reference::Vector{*want.reduced});
         }
     }
   }

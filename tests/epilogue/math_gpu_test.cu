@@ -49,7 +49,7 @@ TEST(EpilogueMathGpu, EveryActivationMatchesTheHostAndTheReference) {
 
   for_each_kind(functions, [&]<Activation K>(const ActivationFunction& f, int kind) {
     SCOPED_TRACE(epilogue::name(K));
-    const ref::Activation reference = reference_of(f);
+    const reference::Activation reference = reference_of(f);
     for (int i = 0; i < n; ++i) {
       const float v = x[std::size_t(i)];
       SCOPED_TRACE(::testing::Message() << "x = " << v);

@@ -14,7 +14,7 @@ TEST(EpilogueMath, EveryActivationMatchesTheReferenceOnTheHost) {
   const std::vector<float> x = inputs();
   for_each_kind(every_function(), [&]<epilogue::Activation K>(const epilogue::ActivationFunction& f, int) {
     SCOPED_TRACE(epilogue::name(K));
-    const ref::Activation reference = reference_of(f);
+    const reference::Activation reference = reference_of(f);
     for (const float v : x) {
       if (!comparable_with_fp64(v)) continue;
       SCOPED_TRACE(::testing::Message() << "x = " << v);

@@ -77,10 +77,10 @@ TEST(OutputType, IsTheOperandsTypeOrOneTheLaunchNames) {
 TEST(OutputType, EachRefusalNamesTheStoreAndTheRule) {
   auto refused = [](const auto& program, std::initializer_list<DType> also, std::vector<std::string> parts) {
     try {
-      (void)epilogue::output_type(program, DType::bf16, also, "coda::launch_program");
+      (void)epilogue::output_type(program, DType::bf16, also, "coda::epilogue::launch_program");
       ADD_FAILURE() << "accepted; expected: " << parts.back();
     } catch (const coda::Unsupported& e) {
-      EXPECT_NE(std::string(e.what()).find("coda::launch_program"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("coda::epilogue::launch_program"), std::string::npos) << e.what();
       for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
   };
@@ -122,7 +122,7 @@ TEST(OutputType, ATypedOutputIsWrittenInItsOwnType) {
   // Store 3, a TileOut of another type than store 2's, is refused by its number.
   program.second = output(DType::f32);
   try {
-    (void)epilogue::output_type(program, DType::bf16, {DType::e5m2, DType::f32}, "coda::launch_program");
+    (void)epilogue::output_type(program, DType::bf16, {DType::e5m2, DType::f32}, "coda::epilogue::launch_program");
     ADD_FAILURE() << "accepted two TileOut types";
   } catch (const coda::Unsupported& e) {
     EXPECT_NE(std::string(e.what()).find("tile output of store 3 (program order)': is f32 but store 2 writes e5m2"),
@@ -136,11 +136,12 @@ TEST(OutputType, ATypedOutputOfAnotherTypeIsRefused) {
   program.aux = epilogue::TileOutOf<DType::bf16>{output(DType::f16)};
   program.out = output(DType::bf16);
   try {
-    (void)epilogue::output_type(program, DType::bf16, {}, "coda::launch_program");
+    (void)epilogue::output_type(program, DType::bf16, {}, "coda::epilogue::launch_program");
     ADD_FAILURE() << "accepted an f16 tensor as a TileOutOf<bf16>";
   } catch (const coda::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("coda::launch_program: argument 'tile output of store 1 (program order)': is "
-                                         "a TileOutOf<bf16> but its tensor is f16"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "coda::epilogue::launch_program: argument 'tile output of store 1 (program order)': is "
+                  "a TileOutOf<bf16> but its tensor is f16"),
               std::string::npos)
         << e.what();
   }

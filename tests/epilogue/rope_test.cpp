@@ -1,5 +1,5 @@
-// The Rope program (GEMM + RoPE, kernel 1; with a row scale, kernel 7) on the CPU executor against
-// ref::rope and ref::row_scale_rope: every part shape, two batches of 150 rows, heads of 128, 64
+// The Rope program (GEMM + RoPE; with a row scale: after an RMSNorm) on the CPU executor against
+// reference::rope and reference::row_scale_rope: every part shape, two batches of 150 rows, heads of 128, 64
 // and 96 columns (the last straddle parts), unrotated V heads, and positions outside the cache.
 #include "coda/epilogue/programs/rope.hpp"
 
@@ -35,7 +35,7 @@ class EpilogueRope : public PartShapeTest {
   void check(const RopeCase& c) const {
     const ProblemShape shape{150, c.heads * c.head_dim};
     const auto acc = random_accumulators(shape);
-    const ref::RopeCache cache = ref::rope_cache(kMaxPosition, c.head_dim);
+    const reference::RopeCache cache = reference::rope_cache(kMaxPosition, c.head_dim);
     const HostTensor cos = host_copy(DType::f32, cache.cos), sin = host_copy(DType::f32, cache.sin);
     std::vector<std::vector<int32_t>> positions(std::size_t(shape.batch));
     for (auto& p : positions)
@@ -45,7 +45,7 @@ class EpilogueRope : public PartShapeTest {
     if (c.positions_outside_the_cache)
       for (auto& p : positions)
         for (std::size_t i = 0; i < std::size(kBadRows); ++i) p[std::size_t(kBadRows[i])] = kBadPositions[i];
-    std::vector<ref::Vector> position_values;
+    std::vector<reference::Vector> position_values;
     for (const auto& p : positions) position_values.emplace_back(p.begin(), p.end());
     const HostTensor position_column = column_vector_of(DType::i32, position_values);
     const HostTensor rstd = random_column_vector(DType::f32, shape.rows, shape.batch, 0.5, 2.0);
@@ -60,11 +60,12 @@ class EpilogueRope : public PartShapeTest {
     if (c.row_scale) program.row_scale = column_vector(rstd);
     run_batches(program, acc, part());
 
-    expect_output(out, per_batch(acc, [&](const ref::Matrix& y, int64_t b) {
+    expect_output(out, per_batch(acc, [&](const reference::Matrix& y, int64_t b) {
                     const auto& p = in_cache[std::size_t(b)];
-                    ref::Matrix want = c.row_scale ? ref::row_scale_rope(y, column_vector_values(rstd, b), p, cache,
-                                                                         c.head_dim, c.rotated_heads)
-                                                   : ref::rope(y, p, cache, c.head_dim, c.rotated_heads);
+                    reference::Matrix want = c.row_scale
+                                                 ? reference::row_scale_rope(y, column_vector_values(rstd, b), p, cache,
+                                                                             c.head_dim, c.rotated_heads)
+                                                 : reference::rope(y, p, cache, c.head_dim, c.rotated_heads);
                     if (c.positions_outside_the_cache)
                       for (int64_t r : kBadRows)
                         for (int64_t col = 0; col < c.rotated_heads * c.head_dim; ++col)

@@ -22,14 +22,14 @@
 namespace coda::test {
 
 // standard_programs_on_cpu.cpp
-void run_on_cpu(const epilogue::LinearCombination& program, const ref::Matrix& accumulators);
-void run_on_cpu(const epilogue::ActivationBackward& program, const ref::Matrix& accumulators);
-void run_on_cpu(const epilogue::Reductions& program, const ref::Matrix& accumulators);
-void run_on_cpu(const WideInput& program, const ref::Matrix& accumulators);
-void run_on_cpu(const ScaledOutputs& program, const ref::Matrix& accumulators);
-void run_on_cpu(const TypedAuxOutputs& program, const ref::Matrix& accumulators);
-void run_on_cpu(const epilogue::Swiglu& program, const ref::Matrix& accumulators);
-void run_on_cpu(const epilogue::ResidualRmsNorm& program, const ref::Matrix& accumulators);
+void run_on_cpu(const epilogue::LinearCombination& program, const reference::Matrix& accumulators);
+void run_on_cpu(const epilogue::ActivationBackward& program, const reference::Matrix& accumulators);
+void run_on_cpu(const epilogue::Reductions& program, const reference::Matrix& accumulators);
+void run_on_cpu(const WideInput& program, const reference::Matrix& accumulators);
+void run_on_cpu(const ScaledOutputs& program, const reference::Matrix& accumulators);
+void run_on_cpu(const TypedAuxOutputs& program, const reference::Matrix& accumulators);
+void run_on_cpu(const epilogue::Swiglu& program, const reference::Matrix& accumulators);
+void run_on_cpu(const epilogue::ResidualRmsNorm& program, const reference::Matrix& accumulators);
 
 namespace standard_gpu {
 
@@ -47,7 +47,7 @@ inline double tolerance(DType output) {
 struct Shape {
   int64_t m, n, k;
 };
-// The last one has enough tile rows for a companion launch on the ping-pong tile (gemm/launch.cuh).
+// The last one has enough tile rows for a companion launch on the ping-pong tile (mainloop/launch.cuh).
 constexpr Shape kShapes[] = {{1, 264, 64}, {200, 600, 136}, {129, 1030, 264}, {4173, 1100, 72}};
 
 inline int64_t parts(int64_t extent, int64_t part) { return (extent + part - 1) / part; }
@@ -66,7 +66,7 @@ struct Case {
     expected.reserve(kMaxOutputs);
     x.random();
     w.random();
-    product = ref::gemm(x.host.matrix(), a_major, w.host.matrix(), b_major);
+    product = reference::gemm(x.host.matrix(), a_major, w.host.matrix(), b_major);
   }
   DeviceTensor& output(DType dtype, int64_t rows, int64_t cols) {
     EXPECT_LT(outputs.size(), kMaxOutputs) << "descriptors point into `outputs`: it must not reallocate";
@@ -80,46 +80,47 @@ struct Case {
   // then compare every output; on each tile a program runs on (launch.cuh): ping-pong and, unless
   // it stages a tile input, the cooperative m128n256 (the outputs poisoned again in between).
   template <class GpuProgram, class CpuProgram, DType... Also, Major A = Major::k, Major B = Major::k>
-  void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, OutputTypes<Also...> output_types = {},
-                       OperandMajors<A, B> majors = {}) {
+  void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, epilogue::OutputTypes<Also...> output_types = {},
+                       epilogue::OperandMajors<A, B> majors = {}) {
     run_on_cpu(cpu, product);
     std::vector<GemmTile> tiles{GemmTile::pingpong_m128n128};
     if constexpr (!epilogue::StagesAnInput<GpuProgram>) tiles.push_back(GemmTile::m128n256);
     for (const GemmTile tile : tiles) {
       SCOPED_TRACE(::testing::Message() << "tile " << name(tile));
       for (DeviceTensor& out : outputs) out.poison();
-      const mainloop::LaunchPlan plan =
-          plan_program<GpuProgram>({x.view(), a_major}, {w.view(), b_major}, {.tile = tile}, "test");
-      launch_program(plan, gpu, nullptr, output_types, majors);
+      const epilogue::ProgramPlan plan =
+          epilogue::plan_program<GpuProgram>({x.view(), a_major}, {w.view(), b_major}, {.tile = tile}, "test");
+      epilogue::launch_program(plan, gpu, nullptr, output_types, majors);
       CODA_CUDA_CHECK(cudaDeviceSynchronize());
       for (std::size_t i = 0; i < outputs.size(); ++i) {
         outputs[i].download();
-        const ref::Matrix got = outputs[i].host.matrix(), want = expected[i].matrix();
+        const reference::Matrix got = outputs[i].host.matrix(), want = expected[i].matrix();
         int64_t unwritten = 0;
         for (double v : got.data) unwritten += std::isnan(v) ? 1 : 0;
         EXPECT_EQ(unwritten, 0) << "output " << i;
         EXPECT_TRUE(outputs[i].written_only_inside()) << "output " << i << " was written past its edges";
-        EXPECT_LT(ref::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
+        EXPECT_LT(reference::relative_error(got, want), tolerance(outputs[i].host.view.dtype)) << "output " << i;
       }
-      if (plan.summary.companion_ctas > 0) expect_same_bits_without_companion(tile, gpu, output_types, majors);
+      if (plan.companion_ctas() > 0) expect_same_bits_without_companion(tile, gpu, output_types, majors);
     }
   }
 
   // The tile rows a companion launch took, computed again by the ping-pong launch alone: the
   // same bits (the same tile code runs on either, reductions written per tile).
   template <class GpuProgram, DType... Also, Major A, Major B>
-  void expect_same_bits_without_companion(GemmTile tile, const GpuProgram& gpu, OutputTypes<Also...> output_types,
-                                          OperandMajors<A, B> majors) {
+  void expect_same_bits_without_companion(GemmTile tile, const GpuProgram& gpu,
+                                          epilogue::OutputTypes<Also...> output_types,
+                                          epilogue::OperandMajors<A, B> majors) {
     SCOPED_TRACE("without the companion launch");
     std::vector<std::vector<uint8_t>> with_companion;
     for (DeviceTensor& out : outputs) {
       with_companion.push_back(out.host.bytes);
       out.poison();
     }
-    const mainloop::LaunchPlan alone = plan_program<GpuProgram>(
-        {x.view(), a_major}, {w.view(), b_major}, {.tile = tile, .companion = false}, "test");
-    ASSERT_EQ(alone.summary.companion_ctas, 0);
-    launch_program(alone, gpu, nullptr, output_types, majors);
+    const epilogue::ProgramPlan alone = epilogue::plan_program<GpuProgram>({x.view(), a_major}, {w.view(), b_major},
+                                                                           {.tile = tile, .companion = false}, "test");
+    ASSERT_EQ(alone.companion_ctas(), 0);
+    epilogue::launch_program(alone, gpu, nullptr, output_types, majors);
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       outputs[i].download();
@@ -131,7 +132,7 @@ struct Case {
   Shape shape;
   Major a_major, b_major;
   DeviceTensor x, w;
-  ref::Matrix product;
+  reference::Matrix product;
   std::vector<DeviceTensor> outputs;  // kMaxOutputs reserved up front: descriptors point into them
   std::vector<HostTensor> expected;
 };

@@ -27,8 +27,8 @@ TEST(StandardProgramsGpu, ActivationBackwardOnADataGradient) {
       return p;
     };
     c.run_and_compare(program(true, epilogue::ActivationBackwardOf<epilogue::Activation::gelu_tanh>{}),
-                      program(false, epilogue::ActivationBackward{}), OutputTypes<>{},
-                      OperandMajors<Major::k, Major::mn>{});
+                      program(false, epilogue::ActivationBackward{}), epilogue::OutputTypes<>{},
+                      epilogue::OperandMajors<Major::k, Major::mn>{});
   }
 }
 
@@ -48,8 +48,10 @@ TEST(StandardProgramsGpu, LinearCombinationOnAnMMajorA) {
       DeviceTensor& pre = c.output(DType::bf16, s.m, s.n);
       const BiasGelu on_gpu = with_bias_gelu(BiasGelu{}, true, c, column_bias, out, pre);
       const auto on_cpu = with_bias_gelu(epilogue::LinearCombination{}, false, c, column_bias, out, pre);
-      if (b_major == Major::k) c.run_and_compare(on_gpu, on_cpu, OutputTypes<>{}, OperandMajors<Major::mn, Major::k>{});
-      else c.run_and_compare(on_gpu, on_cpu, OutputTypes<>{}, OperandMajors<Major::mn, Major::mn>{});
+      if (b_major == Major::k)
+        c.run_and_compare(on_gpu, on_cpu, epilogue::OutputTypes<>{}, epilogue::OperandMajors<Major::mn, Major::k>{});
+      else
+        c.run_and_compare(on_gpu, on_cpu, epilogue::OutputTypes<>{}, epilogue::OperandMajors<Major::mn, Major::mn>{});
     }
 }
 
@@ -62,7 +64,7 @@ TEST(StandardProgramsGpu, ALaunchRefusesOperandsOfOtherMajors) {
   epilogue::Reductions program;
   program.out = device_out(out);
   try {
-    gemm_program({c.x.view(), Major::k}, {c.w.view(), Major::mn}, program);
+    epilogue::gemm_program({c.x.view(), Major::k}, {c.w.view(), Major::mn}, program);
     ADD_FAILURE() << "an MN-major B reached a launch built for K-major operands";
   } catch (const coda::Unsupported& e) {
     EXPECT_NE(std::string(e.what()).find("argument 'b': this launch's kernels take a K-major B"), std::string::npos)

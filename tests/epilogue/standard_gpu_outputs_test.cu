@@ -33,9 +33,9 @@ TEST(StandardProgramsGpu, OutputTypesMatchTheCpuExecutor) {
         p.amax = gpu ? device_partials(amax) : host_partials(c.expected_of(amax));
         return p;
       };
-      c.run_and_compare(program(true), program(false), OutputTypes<DType::f32, DType::e4m3, DType::e5m2>{});
+      c.run_and_compare(program(true), program(false), epilogue::OutputTypes<DType::f32, DType::e4m3, DType::e5m2>{});
       if (is_fp8(o.dtype)) {  // the scale made some values saturate (else this case tests less than it says)
-        const ref::Matrix d = out.host.matrix();
+        const reference::Matrix d = out.host.matrix();
         const double largest = o.dtype == DType::e4m3 ? 448.0 : 57344.0;
         int64_t saturated = 0;
         for (double v : d.data) saturated += std::fabs(v) == largest ? 1 : 0;
@@ -66,7 +66,7 @@ TEST(StandardProgramsGpu, TypedOutputsBesideTheLaunchsType) {
       if (standard_set) {
         c.run_and_compare(with_bias_gelu(BiasGelu{}, true, c, column_bias, out, pre, 16.0f),
                           with_bias_gelu(epilogue::LinearCombination{}, false, c, column_bias, out, pre, 16.0f),
-                          OutputTypes<DType::e4m3>{});
+                          epilogue::OutputTypes<DType::e4m3>{});
         continue;
       }
       DeviceTensor& gated = c.output(DType::bf16, s.m, s.n / 2);
@@ -78,7 +78,7 @@ TEST(StandardProgramsGpu, TypedOutputsBesideTheLaunchsType) {
         p.gated = {gpu ? device_out(gated) : host_out(c.expected_of(gated))};
         return p;
       };
-      c.run_and_compare(program(true), program(false), OutputTypes<DType::e4m3>{});
+      c.run_and_compare(program(true), program(false), epilogue::OutputTypes<DType::e4m3>{});
     }
 }
 
@@ -98,7 +98,7 @@ TEST(StandardProgramsGpu, Fp8PairOutputsMatchTheCpuExecutor) {
         p.out = gpu ? device_out(out, scale) : host_out(c.expected_of(out), scale);
         return p;
       };
-      c.run_and_compare(program(true), program(false), OutputTypes<DType::e4m3, DType::e5m2>{});
+      c.run_and_compare(program(true), program(false), epilogue::OutputTypes<DType::e4m3, DType::e5m2>{});
     }
 }
 

@@ -124,9 +124,9 @@ TEST(StandardProgramsGpu, StagedInputWithACompanionMatchesTheCpuExecutor) {
     p.out = gpu ? device_out(u) : host_out(c.expected_of(u));
     return p;
   };
-  const mainloop::LaunchPlan plan =
-      plan_program<epilogue::ResidualRmsNorm>({c.x.view(), Major::k}, {c.w.view(), Major::k}, {}, "test");
-  if (current_device().sm_count == 132) EXPECT_EQ(plan.summary.companion_ctas, 10);  // one tile row
+  const epilogue::ProgramPlan plan =
+      epilogue::plan_program<epilogue::ResidualRmsNorm>({c.x.view(), Major::k}, {c.w.view(), Major::k}, {}, "test");
+  if (current_device().sm_count == 132) EXPECT_EQ(plan.companion_ctas(), 10);  // one tile row
   c.run_and_compare(program(true), program(false));
 }
 

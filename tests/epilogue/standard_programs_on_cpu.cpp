@@ -11,18 +11,18 @@ namespace coda::test {
 
 namespace {
 template <class Program>
-void run(const Program& program, const ref::Matrix& accumulators) {
-  ref::run_epilogue(program, accumulators, 0, {epilogue::kPartRows, epilogue::kPartCols});
+void run(const Program& program, const reference::Matrix& accumulators) {
+  reference::run_epilogue(program, accumulators, 0, {epilogue::kPartRows, epilogue::kPartCols});
 }
 }  // namespace
 
-void run_on_cpu(const epilogue::LinearCombination& p, const ref::Matrix& acc) { run(p, acc); }
-void run_on_cpu(const epilogue::ActivationBackward& p, const ref::Matrix& acc) { run(p, acc); }
-void run_on_cpu(const epilogue::Reductions& p, const ref::Matrix& acc) { run(p, acc); }
-void run_on_cpu(const WideInput& p, const ref::Matrix& acc) { run(p, acc); }
-void run_on_cpu(const ScaledOutputs& p, const ref::Matrix& acc) { run(p, acc); }
-void run_on_cpu(const TypedAuxOutputs& p, const ref::Matrix& acc) { run(p, acc); }
-void run_on_cpu(const epilogue::Swiglu& p, const ref::Matrix& acc) { run(p, acc); }
-void run_on_cpu(const epilogue::ResidualRmsNorm& p, const ref::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::LinearCombination& p, const reference::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::ActivationBackward& p, const reference::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::Reductions& p, const reference::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const WideInput& p, const reference::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const ScaledOutputs& p, const reference::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const TypedAuxOutputs& p, const reference::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::Swiglu& p, const reference::Matrix& acc) { run(p, acc); }
+void run_on_cpu(const epilogue::ResidualRmsNorm& p, const reference::Matrix& acc) { run(p, acc); }
 
 }  // namespace coda::test

@@ -26,7 +26,7 @@ constexpr ProblemShape kShape{150, 300};
 struct ActivationPair {
   std::string name;
   epilogue::ActivationFunction program;
-  ref::Activation reference;
+  reference::Activation reference;
 };
 
 std::vector<ActivationPair> every_activation() {
@@ -58,14 +58,14 @@ class ScaleOperand {
     if (kind_ == ScaleKind::per_column) s.per_column = row_vector(per_column_);
     return s;
   }
-  ref::Scale reference(int64_t batch) const {
+  reference::Scale reference(int64_t batch) const {
     switch (kind_) {
       case ScaleKind::scalar:
         return scalar_;
       case ScaleKind::per_row:
-        return ref::Scale::per_row(column_vector_values(per_row_, batch));
+        return reference::Scale::per_row(column_vector_values(per_row_, batch));
       case ScaleKind::per_column:
-        return ref::Scale::per_column(row_vector_values(per_column_));
+        return reference::Scale::per_column(row_vector_values(per_column_));
     }
     return scalar_;
   }
@@ -115,27 +115,29 @@ class EpilogueLinearCombination : public PartShapeTest {
     if (c.amax) program.amax = amax.partials();
     run_batches(program, acc, part());
 
-    const auto pre = per_batch(acc, [&](const ref::Matrix& y, int64_t b) {
-      const ref::Matrix c_b = source.matrix(b), x2_b = second_source.matrix(b);
-      ref::Matrix d = ref::linear_combination(y, alpha.reference(b), c.source ? &c_b : nullptr, beta.reference(b),
-                                              c.second_source ? &x2_b : nullptr, gamma.reference(b));
-      if (c.column_bias) d = ref::add_bias(d, column_bias.reference(b));
-      if (c.row_bias) d = ref::add_bias(d, row_bias.reference(b));
+    const auto pre = per_batch(acc, [&](const reference::Matrix& y, int64_t b) {
+      const reference::Matrix c_b = source.matrix(b), x2_b = second_source.matrix(b);
+      reference::Matrix d =
+          reference::linear_combination(y, alpha.reference(b), c.source ? &c_b : nullptr, beta.reference(b),
+                                        c.second_source ? &x2_b : nullptr, gamma.reference(b));
+      if (c.column_bias) d = reference::add_bias(d, column_bias.reference(b));
+      if (c.row_bias) d = reference::add_bias(d, row_bias.reference(b));
       return d;
     });
-    const auto post =
-        per_batch(pre, [&](const ref::Matrix& d, int64_t) { return ref::apply_activation(d, c.activation.reference); });
+    const auto post = per_batch(pre, [&](const reference::Matrix& d, int64_t) {
+      return reference::apply_activation(d, c.activation.reference);
+    });
     expect_output(out, post, is_fp8(c.out) ? c.out_scale : 1.0);
     if (is_fp8(c.out)) {
-      // ref::quantize_fp8 of the exact values, but where the fp32 value and the exact one straddle
+      // reference::quantize_fp8 of the exact values, but where the fp32 value and the exact one straddle
       // a rounding midpoint (about one element in 10^5; expect_output has checked that those hold
       // the neighbouring fp8 value).
       for (int64_t b = 0; b < batch; ++b) {
-        const ref::Matrix stored = out.matrix(b);
-        const ref::Fp8Output want = ref::quantize_fp8(post[std::size_t(b)], c.out, c.out_scale);
+        const reference::Matrix stored = out.matrix(b);
+        const reference::Fp8Output want = reference::quantize_fp8(post[std::size_t(b)], c.out, c.out_scale);
         int64_t differing = 0;
         for (std::size_t i = 0; i < stored.data.size(); ++i) differing += stored.data[i] != want.values.data[i];
-        EXPECT_LE(differing, int64_t(stored.data.size()) / 1000) << "elements off ref::quantize_fp8, batch " << b;
+        EXPECT_LE(differing, int64_t(stored.data.size()) / 1000) << "elements off reference::quantize_fp8, batch " << b;
       }
     }
     if (c.store_pre_activation) {
@@ -145,16 +147,17 @@ class EpilogueLinearCombination : public PartShapeTest {
     if (c.amax) {
       SCOPED_TRACE("amax");
       // One max |D| per part, and all of them together the amax the fp8 quantization reports.
-      expect_partials(amax, per_batch(post, [&](const ref::Matrix& d, int64_t) {
-                        ref::Matrix magnitude = d;
+      expect_partials(amax, per_batch(post, [&](const reference::Matrix& d, int64_t) {
+                        reference::Matrix magnitude = d;
                         for (double& v : magnitude.data) v = std::abs(v);
-                        return ref::column_partial_max(ref::row_partial_max(magnitude, part().cols), part().rows);
+                        return reference::column_partial_max(reference::row_partial_max(magnitude, part().cols),
+                                                             part().rows);
                       }));
       for (int64_t b = 0; b < batch; ++b) {
-        const double whole = ref::abs_max(amax.matrix(b));  // the parts' maxima are magnitudes already
-        const double want = is_fp8(c.out) ? ref::quantize_fp8(post[std::size_t(b)], c.out, c.out_scale).amax
-                                          : ref::abs_max(post[std::size_t(b)]);
-        expect_close(ref::Vector{whole}, ref::Vector{want});
+        const double whole = reference::abs_max(amax.matrix(b));  // the parts' maxima are magnitudes already
+        const double want = is_fp8(c.out) ? reference::quantize_fp8(post[std::size_t(b)], c.out, c.out_scale).amax
+                                          : reference::abs_max(post[std::size_t(b)]);
+        expect_close(reference::Vector{whole}, reference::Vector{want});
       }
     }
   }
@@ -303,7 +306,7 @@ TEST(EpilogueLinearCombinationTerms, AnArgumentWithoutItsTermIsRefusedByName) {
     Bare program = arguments;
     program.out = tile_out(out);
     try {
-      ref::run_epilogue(program, acc[0], 0, {64, 128});
+      reference::run_epilogue(program, acc[0], 0, {64, 128});
       ADD_FAILURE() << "accepted";
     } catch (const Error& e) {
       const std::string message = e.what();
@@ -318,7 +321,7 @@ TEST(EpilogueLinearCombinationTerms, AnArgumentWithoutItsTermIsRefusedByName) {
   gelu.activation.kind = Activation::gelu_tanh;
   gelu.out = tile_out(out);
   try {
-    ref::run_epilogue(gelu, acc[0], 0, {64, 128});
+    reference::run_epilogue(gelu, acc[0], 0, {64, 128});
     ADD_FAILURE() << "a kind other than the one built for was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is gelu_tanh, but this LinearCombination kernel is built for identity"),
@@ -328,7 +331,7 @@ TEST(EpilogueLinearCombinationTerms, AnArgumentWithoutItsTermIsRefusedByName) {
   // The terms it has may be left unset, and a scalar alpha of 1 is no term at all.
   Bare plain{.alpha = {.value = 1.0f}};
   plain.out = tile_out(out);
-  ref::run_epilogue(plain, acc[0], 0, {64, 128});
+  reference::run_epilogue(plain, acc[0], 0, {64, 128});
   expect_output(out, {acc[0]});
 }
 
@@ -344,7 +347,8 @@ TEST_P(EpilogueLinearCombination, ZeroScalarScaleNeverReadsItsSource) {
                                             .gamma = {.value = 0.0f},
                                             .out = tile_out(out)};
   run_batches(program, acc, part());
-  expect_output(out, per_batch(acc, [](const ref::Matrix& y, int64_t) { return ref::linear_combination(y, 2.0); }));
+  expect_output(
+      out, per_batch(acc, [](const reference::Matrix& y, int64_t) { return reference::linear_combination(y, 2.0); }));
 }
 
 // The same element by element for vector scales: where beta (per row) or gamma (per column) is
@@ -352,9 +356,10 @@ TEST_P(EpilogueLinearCombination, ZeroScalarScaleNeverReadsItsSource) {
 TEST_P(EpilogueLinearCombination, ZeroEntriesOfAScaleVectorNeverReadTheirSource) {
   const auto acc = random_accumulators(kShape);
   const HostTensor nan_source = poisoned_output(DType::bf16, kShape.rows, kShape.cols, kShape.batch);
-  std::vector<ref::Vector> beta_values(std::size_t(kShape.batch), ref::Vector(std::size_t(kShape.rows), 0.0));
-  for (ref::Vector& beta : beta_values) beta[7] = 0.5;  // row 7 of every batch reads C
-  ref::Matrix gamma_values(1, kShape.cols);             // column 11 reads X2
+  std::vector<reference::Vector> beta_values(std::size_t(kShape.batch),
+                                             reference::Vector(std::size_t(kShape.rows), 0.0));
+  for (reference::Vector& beta : beta_values) beta[7] = 0.5;  // row 7 of every batch reads C
+  reference::Matrix gamma_values(1, kShape.cols);             // column 11 reads X2
   gamma_values(0, 11) = 0.25;
   const HostTensor beta = column_vector_of(DType::f32, beta_values), gamma = host_copy(DType::f32, gamma_values);
   HostTensor out = poisoned_output(DType::f32, kShape.rows, kShape.cols, kShape.batch);
@@ -364,10 +369,11 @@ TEST_P(EpilogueLinearCombination, ZeroEntriesOfAScaleVectorNeverReadTheirSource)
                                             .gamma = {.per_column = row_vector(gamma)},
                                             .out = tile_out(out)};
   run_batches(program, acc, part());
-  const ref::Matrix nan_matrix = nan_source.matrix();
-  expect_output(out, per_batch(acc, [&](const ref::Matrix& y, int64_t b) {
-                  return ref::linear_combination(y, 1.0, &nan_matrix, ref::Scale::per_row(beta_values[std::size_t(b)]),
-                                                 &nan_matrix, ref::Scale::per_column(gamma_values.data));
+  const reference::Matrix nan_matrix = nan_source.matrix();
+  expect_output(out, per_batch(acc, [&](const reference::Matrix& y, int64_t b) {
+                  return reference::linear_combination(y, 1.0, &nan_matrix,
+                                                       reference::Scale::per_row(beta_values[std::size_t(b)]),
+                                                       &nan_matrix, reference::Scale::per_column(gamma_values.data));
                 }));
 }
 
@@ -394,22 +400,23 @@ class EpilogueActivationBackward : public PartShapeTest {
                                                .bias_per_row = bias_per_row},
                   grad_output, part());
 
-      const auto grad_input = per_batch(grad_output, [&](const ref::Matrix& dy, int64_t b) {
-        return ref::activation_backward(dy, pre.matrix(b), activation.reference);
+      const auto grad_input = per_batch(grad_output, [&](const reference::Matrix& dy, int64_t b) {
+        return reference::activation_backward(dy, pre.matrix(b), activation.reference);
       });
       expect_output(out, grad_input);
       SCOPED_TRACE("bias gradient");
-      expect_partials(bias_gradient, per_batch(grad_input, [&](const ref::Matrix& dx, int64_t) {
-                        return bias_per_row ? ref::row_partial_sums(dx, part().cols)
-                                            : ref::column_partial_sums(dx, part().rows);
+      expect_partials(bias_gradient, per_batch(grad_input, [&](const reference::Matrix& dx, int64_t) {
+                        return bias_per_row ? reference::row_partial_sums(dx, part().cols)
+                                            : reference::column_partial_sums(dx, part().rows);
                       }));
       for (int64_t b = 0; b < batch; ++b) {
-        const ref::Matrix partials = bias_gradient.matrix(b);
-        const ref::Vector combined = bias_per_row ? ref::combine_row_partials(partials, ref::Combine::sum)
-                                                  : ref::combine_column_partials(partials, ref::Combine::sum);
-        expect_close(combined,
-                     ref::bias_gradient(grad_input[std::size_t(b)],
-                                        bias_per_row ? ref::Bias::Kind::per_row : ref::Bias::Kind::per_column));
+        const reference::Matrix partials = bias_gradient.matrix(b);
+        const reference::Vector combined = bias_per_row
+                                               ? reference::combine_row_partials(partials, reference::Combine::sum)
+                                               : reference::combine_column_partials(partials, reference::Combine::sum);
+        expect_close(combined, reference::bias_gradient(
+                                   grad_input[std::size_t(b)],
+                                   bias_per_row ? reference::Bias::Kind::per_row : reference::Bias::Kind::per_column));
       }
     }
   }
@@ -429,8 +436,8 @@ TEST_P(EpilogueActivationBackward, WithoutBiasGradient) {
   run_batches(
       epilogue::ActivationBackward{.pre_activation = tile_in(pre), .activation = gelu.program, .out = tile_out(out)},
       grad_output, part());
-  expect_output(out, per_batch(grad_output, [&](const ref::Matrix& dy, int64_t b) {
-                  return ref::activation_backward(dy, pre.matrix(b), gelu.reference);
+  expect_output(out, per_batch(grad_output, [&](const reference::Matrix& dy, int64_t b) {
+                  return reference::activation_backward(dy, pre.matrix(b), gelu.reference);
                 }));
 }
 
@@ -454,7 +461,7 @@ TEST_P(EpilogueActivationBackward, KindFixedAtCompileTimeGivesTheSameBits) {
   const auto want = run(epilogue::ActivationBackward{}, want_gradient);
   EXPECT_TRUE(run(epilogue::ActivationBackwardOf<Activation::gelu_tanh>{}, got_gradient) == want);
   for (int64_t b = 0; b < kShape.batch; ++b) {
-    const ref::Matrix got = got_gradient.matrix(b), expected = want_gradient.matrix(b);
+    const reference::Matrix got = got_gradient.matrix(b), expected = want_gradient.matrix(b);
     EXPECT_TRUE(got.data == expected.data) << "bias gradient, batch " << b;
   }
 
@@ -493,19 +500,21 @@ TEST_P(EpilogueReductions, EveryReductionAndTheOutput) {
               acc, part());
 
   expect_output(out, acc);
-  const auto partials_of = [&](ref::Matrix (*partial)(const ref::Matrix&, int64_t), int64_t tile) {
-    return per_batch(acc, [&](const ref::Matrix& y, int64_t) { return partial(y, tile); });
+  const auto partials_of = [&](reference::Matrix (*partial)(const reference::Matrix&, int64_t), int64_t tile) {
+    return per_batch(acc, [&](const reference::Matrix& y, int64_t) { return partial(y, tile); });
   };
-  expect_partials(row_sums, partials_of(ref::row_partial_sums, part().cols));
-  expect_partials(row_squares, partials_of(ref::row_partial_sums_of_squares, part().cols));
-  expect_partials(row_max, partials_of(ref::row_partial_max, part().cols));
-  expect_partials(column_sums, partials_of(ref::column_partial_sums, part().rows));
+  expect_partials(row_sums, partials_of(reference::row_partial_sums, part().cols));
+  expect_partials(row_squares, partials_of(reference::row_partial_sums_of_squares, part().cols));
+  expect_partials(row_max, partials_of(reference::row_partial_max, part().cols));
+  expect_partials(column_sums, partials_of(reference::column_partial_sums, part().rows));
   for (int64_t b = 0; b < batch; ++b) {  // combined: the full reductions
-    const ref::Matrix& y = acc[std::size_t(b)];
-    expect_close(ref::combine_row_partials(row_sums.matrix(b), ref::Combine::sum), ref::row_sums(y));
-    expect_close(ref::combine_row_partials(row_squares.matrix(b), ref::Combine::sum), ref::row_sums_of_squares(y));
-    expect_close(ref::combine_row_partials(row_max.matrix(b), ref::Combine::max), ref::row_max(y));
-    expect_close(ref::combine_column_partials(column_sums.matrix(b), ref::Combine::sum), ref::column_sums(y));
+    const reference::Matrix& y = acc[std::size_t(b)];
+    expect_close(reference::combine_row_partials(row_sums.matrix(b), reference::Combine::sum), reference::row_sums(y));
+    expect_close(reference::combine_row_partials(row_squares.matrix(b), reference::Combine::sum),
+                 reference::row_sums_of_squares(y));
+    expect_close(reference::combine_row_partials(row_max.matrix(b), reference::Combine::max), reference::row_max(y));
+    expect_close(reference::combine_column_partials(column_sums.matrix(b), reference::Combine::sum),
+                 reference::column_sums(y));
   }
 }
 
@@ -518,8 +527,9 @@ TEST_P(EpilogueReductions, OnlyWhatIsAsked) {
 
   PartialsBuffer row_max(kShape.rows, part_count(kShape.cols, part().cols), kShape.batch);
   run_batches(epilogue::Reductions{.row_max = row_max.partials()}, acc, part());
-  expect_partials(row_max,
-                  per_batch(acc, [&](const ref::Matrix& y, int64_t) { return ref::row_partial_max(y, part().cols); }));
+  expect_partials(row_max, per_batch(acc, [&](const reference::Matrix& y, int64_t) {
+                    return reference::row_partial_max(y, part().cols);
+                  }));
 }
 
 }  // namespace

@@ -63,17 +63,18 @@ double rms(const std::vector<double>& values) {
 }
 
 // The scale of each element of a result: its magnitude plus the rms of the whole result.
-ref::Matrix default_scales(const ref::Matrix& want) {
+reference::Matrix default_scales(const reference::Matrix& want) {
   const double whole = rms(want.data);
-  ref::Matrix scales = want;
+  reference::Matrix scales = want;
   for (double& v : scales.data) v = std::abs(v) + whole;
   return scales;
 }
 
 // out must be NaN or infinite where want is, and elsewhere lie between round(target -/+ allowed),
 // with target = want * output_scale and allowed = tolerance * scales * output_scale.
-void expect_rounding_of(const ref::Matrix& out, const ref::Matrix& want, const ref::Matrix& scales, double output_scale,
-                        double tolerance, const std::function<double(double)>& round, const std::string& what) {
+void expect_rounding_of(const reference::Matrix& out, const reference::Matrix& want, const reference::Matrix& scales,
+                        double output_scale, double tolerance, const std::function<double(double)>& round,
+                        const std::string& what) {
   ASSERT_EQ(out.rows, want.rows) << what;
   ASSERT_EQ(out.cols, want.cols) << what;
   Mismatches mismatches(what);
@@ -96,30 +97,31 @@ void expect_rounding_of(const ref::Matrix& out, const ref::Matrix& want, const r
 
 double unrounded(double x) { return x; }
 
-ref::Matrix as_row(const ref::Vector& v) {
-  ref::Matrix m(1, int64_t(v.size()));
+reference::Matrix as_row(const reference::Vector& v) {
+  reference::Matrix m(1, int64_t(v.size()));
   m.data = v;
   return m;
 }
 
 }  // namespace
 
-std::string part_shape_name(const ::testing::TestParamInfo<ref::PartShape>& info) {
+std::string part_shape_name(const ::testing::TestParamInfo<reference::PartShape>& info) {
   return "Part" + std::to_string(info.param.rows) + "x" + std::to_string(info.param.cols);
 }
 
-std::vector<ref::Matrix> random_accumulators(const ProblemShape& shape, int64_t depth) {
-  std::vector<ref::Matrix> out;
+std::vector<reference::Matrix> random_accumulators(const ProblemShape& shape, int64_t depth) {
+  std::vector<reference::Matrix> out;
   for (int64_t b = 0; b < shape.batch; ++b) {
-    const ref::Matrix x = ref::round_matrix(random_matrix(shape.rows, depth), DType::bf16);
-    const ref::Matrix w = ref::round_matrix(random_matrix(shape.cols, depth), DType::bf16);
-    out.push_back(ref::gemm(x, Major::k, w, Major::k));
+    const reference::Matrix x = reference::round_matrix(random_matrix(shape.rows, depth), DType::bf16);
+    const reference::Matrix w = reference::round_matrix(random_matrix(shape.cols, depth), DType::bf16);
+    out.push_back(reference::gemm(x, Major::k, w, Major::k));
   }
   return out;
 }
 
-std::vector<ref::Matrix> fp32_values(const std::vector<ref::Matrix>& accumulators) {
-  return per_batch(accumulators, [](const ref::Matrix& y, int64_t) { return ref::round_matrix(y, DType::f32); });
+std::vector<reference::Matrix> fp32_values(const std::vector<reference::Matrix>& accumulators) {
+  return per_batch(accumulators,
+                   [](const reference::Matrix& y, int64_t) { return reference::round_matrix(y, DType::f32); });
 }
 
 HostTensor random_input(DType dtype, int64_t rows, int64_t cols, int64_t batch, double lo, double hi) {
@@ -138,9 +140,9 @@ HostTensor poisoned_output(DType dtype, int64_t rows, int64_t cols, int64_t batc
   return t;
 }
 
-HostTensor host_copy(DType dtype, const ref::Matrix& m) {
+HostTensor host_copy(DType dtype, const reference::Matrix& m) {
   HostTensor t = poisoned_output(dtype, m.rows, m.cols);
-  ref::store(m, t.view);
+  reference::store(m, t.view);
   return t;
 }
 
@@ -162,14 +164,14 @@ HostTensor random_row_vector(DType dtype, int64_t cols, double lo, double hi) {
 
 epilogue::RowVector row_vector(const HostTensor& t) { return {.data = t.view.data, .dtype = t.view.dtype}; }
 
-ref::Vector row_vector_values(const HostTensor& t) { return t.matrix().data; }
+reference::Vector row_vector_values(const HostTensor& t) { return t.matrix().data; }
 
 HostTensor random_column_vector(DType dtype, int64_t rows, int64_t batch, double lo, double hi) {
   return random_input(dtype, batch, rows, 1, lo, hi);
 }
 
-HostTensor column_vector_of(DType dtype, const std::vector<ref::Vector>& values) {
-  ref::Matrix all(int64_t(values.size()), int64_t(values.front().size()));
+HostTensor column_vector_of(DType dtype, const std::vector<reference::Vector>& values) {
+  reference::Matrix all(int64_t(values.size()), int64_t(values.front().size()));
   for (int64_t b = 0; b < all.rows; ++b)
     std::copy(values[std::size_t(b)].begin(), values[std::size_t(b)].end(), all.row(b));
   return host_copy(dtype, all);
@@ -179,9 +181,9 @@ epilogue::ColumnVector column_vector(const HostTensor& t) {
   return {.data = t.view.data, .dtype = t.view.dtype, .batch_stride = t.view.ld()};
 }
 
-ref::Vector column_vector_values(const HostTensor& t, int64_t b) {
-  const ref::Matrix all = t.matrix();
-  return ref::Vector(all.row(b), all.row(b) + all.cols);
+reference::Vector column_vector_values(const HostTensor& t, int64_t b) {
+  const reference::Matrix all = t.matrix();
+  return reference::Vector(all.row(b), all.row(b) + all.cols);
 }
 
 void expect_written_exactly(const HostTensor& t) {
@@ -223,8 +225,8 @@ int64_t PartialsBuffer::index(int64_t b, int64_t major_index, int64_t minor_inde
   return b * batch_stride_ + major_index * row_stride_ + minor_index * tile_stride_;
 }
 
-ref::Matrix PartialsBuffer::matrix(int64_t b) const {
-  ref::Matrix m(major_, minor_);
+reference::Matrix PartialsBuffer::matrix(int64_t b) const {
+  reference::Matrix m(major_, minor_);
   for (int64_t i = 0; i < major_; ++i)
     for (int64_t j = 0; j < minor_; ++j) m(i, j) = data_[std::size_t(index(b, i, j))];
   return m;
@@ -261,26 +263,27 @@ double rounded(DType dtype, double x) {
   return load_element(dtype, stored);
 }
 
-void expect_close(const ref::Matrix& out, const ref::Matrix& want, double tolerance) {
+void expect_close(const reference::Matrix& out, const reference::Matrix& want, double tolerance) {
   expect_close_to_scale(out, want, default_scales(want), tolerance);
 }
 
-void expect_close(const ref::Vector& out, const ref::Vector& want, double tolerance) {
+void expect_close(const reference::Vector& out, const reference::Vector& want, double tolerance) {
   expect_close(as_row(out), as_row(want), tolerance);
 }
 
-void expect_close_to_scale(const ref::Matrix& out, const ref::Matrix& want, const ref::Matrix& scales,
+void expect_close_to_scale(const reference::Matrix& out, const reference::Matrix& want, const reference::Matrix& scales,
                            double tolerance) {
   expect_rounding_of(out, want, scales, 1.0, tolerance, unrounded, "values off the reference");
 }
 
-void expect_stored(const ref::Matrix& stored, const ref::Matrix& want, DType dtype, double scale, double tolerance) {
+void expect_stored(const reference::Matrix& stored, const reference::Matrix& want, DType dtype, double scale,
+                   double tolerance) {
   expect_rounding_of(
       stored, want, default_scales(want), scale, tolerance, [dtype](double x) { return rounded(dtype, x); },
       "stored values that are no rounding to " + std::string(name(dtype)) + " of the reference");
 }
 
-void expect_output(const HostTensor& out, const std::vector<ref::Matrix>& want, double scale, double tolerance) {
+void expect_output(const HostTensor& out, const std::vector<reference::Matrix>& want, double scale, double tolerance) {
   expect_written_exactly(out);
   ASSERT_EQ(int64_t(want.size()), out.view.batch());
   for (int64_t b = 0; b < out.view.batch(); ++b) {
@@ -289,7 +292,7 @@ void expect_output(const HostTensor& out, const std::vector<ref::Matrix>& want, 
   }
 }
 
-void expect_partials(const PartialsBuffer& partials, const std::vector<ref::Matrix>& want, double tolerance) {
+void expect_partials(const PartialsBuffer& partials, const std::vector<reference::Matrix>& want, double tolerance) {
   partials.expect_written_exactly();
   for (std::size_t b = 0; b < want.size(); ++b) {
     SCOPED_TRACE("batch " + std::to_string(b));

@@ -6,7 +6,7 @@
 //   HostTensor out = test::poisoned_output(DType::bf16, 150, 150, 2);
 //   epilogue::Swiglu program{.out = test::tile_out(out)};
 //   test::run_batches(program, acc, {64, 256});
-//   test::expect_output(out, {ref::swiglu(acc[0]), ref::swiglu(acc[1])});  // every element, one rounding
+//   test::expect_output(out, {reference::swiglu(acc[0]), reference::swiglu(acc[1])});  // every element, one rounding
 //
 // Poison is the byte 0xFF: NaN in f32, bf16, f16, e4m3 and e5m2, so an element nobody wrote shows
 // up as NaN, and a write outside the logical output (into a row's padding, or into a gap of a
@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,25 +26,25 @@
 #include "coda/reference/matrix.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 /// gtest prints a part shape parameter as "64 x 256".
 inline void PrintTo(const PartShape& part, std::ostream* os) { *os << part.rows << " x " << part.cols; }
-}  // namespace coda::ref
+}  // namespace coda::reference
 
 namespace coda::test {
 
 /// Part shapes programs must give the same results on (partials aside, which are per part): the
 /// GPU executor's (coda/epilogue/parts.hpp: a whole 128 x 128 ping-pong tile) and the parts of the
 /// other tile configurations, 64 x 256 and 64 x 128.
-inline const std::vector<ref::PartShape> kPartShapes = {{64, 256}, {64, 128}, {128, 128}};
+inline const std::vector<reference::PartShape> kPartShapes = {{64, 256}, {64, 128}, {128, 128}};
 /// "Part64x256": a test name suffix for a part shape parameter.
-std::string part_shape_name(const ::testing::TestParamInfo<ref::PartShape>& info);
+std::string part_shape_name(const ::testing::TestParamInfo<reference::PartShape>& info);
 
 /// The base of the tests that run once per part shape (INSTANTIATE_TEST_SUITE_P with kPartShapes
 /// and part_shape_name): part(), and the seed in every failure's trace.
-class PartShapeTest : public ::testing::TestWithParam<ref::PartShape> {
+class PartShapeTest : public ::testing::TestWithParam<reference::PartShape> {
  protected:
-  ref::PartShape part() const { return GetParam(); }
+  reference::PartShape part() const { return GetParam(); }
 
  private:
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, seed_note()};
@@ -56,26 +57,37 @@ struct ProblemShape {
   int64_t batch = 2;
 };
 
+/// The executor tests' problem: 150 x 300 in two batches, extents a multiple of no part's, so every
+/// test meets narrower parts at the bottom and right edges.
+inline constexpr ProblemShape kExecutorShape{150, 300, 2};
+/// The tolerance of outputs whose every value a test computes exactly as the program does (copies,
+/// and the same fp32 operations in the same order).
+inline constexpr double kExactly = 0.0;
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 /// The accumulators of `shape.batch` GEMMs of depth `depth` with random bf16-representable
 /// operands in [-1, 1): exact products, of the magnitude real accumulators have.
-std::vector<ref::Matrix> random_accumulators(const ProblemShape& shape, int64_t depth = 32);
+std::vector<reference::Matrix> random_accumulators(const ProblemShape& shape, int64_t depth = 32);
 
 /// Run `program` on the CPU executor over every batch: batch b gets accumulators[b].
 template <class Program>
-void run_batches(const Program& program, const std::vector<ref::Matrix>& accumulators, ref::PartShape part) {
-  for (std::size_t b = 0; b < accumulators.size(); ++b) ref::run_epilogue(program, accumulators[b], int32_t(b), part);
+void run_batches(const Program& program, const std::vector<reference::Matrix>& accumulators,
+                 reference::PartShape part) {
+  for (std::size_t b = 0; b < accumulators.size(); ++b)
+    reference::run_epilogue(program, accumulators[b], int32_t(b), part);
 }
 
 /// f(accumulators[b], b) for every batch: a reference result per batch.
 template <class F>
-std::vector<ref::Matrix> per_batch(const std::vector<ref::Matrix>& accumulators, F&& f) {
-  std::vector<ref::Matrix> out;
+std::vector<reference::Matrix> per_batch(const std::vector<reference::Matrix>& accumulators, F&& f) {
+  std::vector<reference::Matrix> out;
   for (std::size_t b = 0; b < accumulators.size(); ++b) out.push_back(f(accumulators[b], int64_t(b)));
   return out;
 }
 
 /// The accumulators as the executor hands them to a program: rounded to fp32.
-std::vector<ref::Matrix> fp32_values(const std::vector<ref::Matrix>& accumulators);
+std::vector<reference::Matrix> fp32_values(const std::vector<reference::Matrix>& accumulators);
 
 // ---- host operands ------------------------------------------------------------------------------
 /// Elements of padding at the end of every row of the tensors made here.
@@ -88,7 +100,7 @@ HostTensor random_input(DType dtype, int64_t rows, int64_t cols, int64_t batch =
 HostTensor poisoned_output(DType dtype, int64_t rows, int64_t cols, int64_t batch = 1);
 
 /// A copy of `m` in `dtype` (rounded), its rows padded and the padding poisoned.
-HostTensor host_copy(DType dtype, const ref::Matrix& m);
+HostTensor host_copy(DType dtype, const reference::Matrix& m);
 
 epilogue::TileIn tile_in(const HostTensor& t);
 epilogue::TileOut tile_out(HostTensor& t, float scale = 1.0f);
@@ -97,16 +109,16 @@ epilogue::TileOut tile_out(HostTensor& t, float scale = 1.0f);
 HostTensor random_row_vector(DType dtype, int64_t cols, double lo = -1.0, double hi = 1.0);
 epilogue::RowVector row_vector(const HostTensor& t);
 /// Its values, for the reference.
-ref::Vector row_vector_values(const HostTensor& t);
+reference::Vector row_vector_values(const HostTensor& t);
 
 /// One value per output row of every batch (rstd, a per-row scale): a batch x rows tensor with
 /// padded rows, so batch b's values start at b * ld, the ColumnVector's batch_stride.
 HostTensor random_column_vector(DType dtype, int64_t rows, int64_t batch, double lo = -1.0, double hi = 1.0);
 /// The same of given values, values[b][row] (rstd computed by a test, int32 positions and targets).
-HostTensor column_vector_of(DType dtype, const std::vector<ref::Vector>& values);
+HostTensor column_vector_of(DType dtype, const std::vector<reference::Vector>& values);
 epilogue::ColumnVector column_vector(const HostTensor& t);
 /// Batch b's values, for the reference.
-ref::Vector column_vector_values(const HostTensor& t, int64_t b);
+reference::Vector column_vector_values(const HostTensor& t, int64_t b);
 
 /// Every logical element of `t` written (no longer all poison bytes) and every padding byte still
 /// poison, in every batch.
@@ -123,7 +135,7 @@ class PartialsBuffer {
 
   epilogue::Partials partials();
   /// Batch b's slots as a major x minor matrix (NaN where nothing was written).
-  ref::Matrix matrix(int64_t b) const;
+  reference::Matrix matrix(int64_t b) const;
   /// Every logical slot written and every gap slot still poison.
   void expect_written_exactly() const;
   /// Every gap slot still poison (for results some parts legitimately do not write).
@@ -151,12 +163,12 @@ inline int64_t part_count(int64_t extent, int64_t part) { return (extent + part 
 inline constexpr double kFp32Tolerance = 1e-5;
 
 /// Every element of `out` within tolerance of `want` (NaN and infinities exactly where `want` has them).
-void expect_close(const ref::Matrix& out, const ref::Matrix& want, double tolerance = kFp32Tolerance);
-void expect_close(const ref::Vector& out, const ref::Vector& want, double tolerance = kFp32Tolerance);
+void expect_close(const reference::Matrix& out, const reference::Matrix& want, double tolerance = kFp32Tolerance);
+void expect_close(const reference::Vector& out, const reference::Vector& want, double tolerance = kFp32Tolerance);
 
 /// As expect_close, with each element's scale given: for a long sum, the same sum of the terms'
 /// magnitudes (fp32 summation error grows with it, not with the result).
-void expect_close_to_scale(const ref::Matrix& out, const ref::Matrix& want, const ref::Matrix& scales,
+void expect_close_to_scale(const reference::Matrix& out, const reference::Matrix& want, const reference::Matrix& scales,
                            double tolerance = kFp32Tolerance);
 
 /// Every element of `stored` (the values read back from an output of type `dtype`) is one
@@ -164,15 +176,15 @@ void expect_close_to_scale(const ref::Matrix& out, const ref::Matrix& want, cons
 /// with fp8 outputs scaled first (`scale`) and saturating. Checked exactly, whatever the dtype:
 /// the stored value must lie between the roundings of want * scale -/+ the tolerance (rounding
 /// is monotone).
-void expect_stored(const ref::Matrix& stored, const ref::Matrix& want, DType dtype, double scale = 1.0,
+void expect_stored(const reference::Matrix& stored, const reference::Matrix& want, DType dtype, double scale = 1.0,
                    double tolerance = kFp32Tolerance);
 
 /// expect_written_exactly(out), then expect_stored for every batch: want[b] is batch b's reference.
-void expect_output(const HostTensor& out, const std::vector<ref::Matrix>& want, double scale = 1.0,
+void expect_output(const HostTensor& out, const std::vector<reference::Matrix>& want, double scale = 1.0,
                    double tolerance = kFp32Tolerance);
 
 /// expect_written_exactly(), then expect_close for every batch: want[b] is batch b's reference.
-void expect_partials(const PartialsBuffer& partials, const std::vector<ref::Matrix>& want,
+void expect_partials(const PartialsBuffer& partials, const std::vector<reference::Matrix>& want,
                      double tolerance = kFp32Tolerance);
 
 /// The value a store of x in `dtype` keeps (fp8 saturating to the largest finite value).

@@ -1,5 +1,5 @@
-// The Swiglu program (GEMM + SwiGLU, kernel 2; with a row scale, kernel 6) on the CPU executor
-// against ref::swiglu and ref::row_scale_swiglu: every part shape, a 150 x 300 problem (F = 150:
+// The Swiglu program (GEMM + SwiGLU; with a row scale: after an RMSNorm) on the CPU executor
+// against reference::swiglu and reference::row_scale_swiglu: every part shape, a 150 x 300 problem (F = 150:
 // narrower parts at both edges) of two batches, every option.
 #include "coda/epilogue/programs/swiglu.hpp"
 
@@ -32,12 +32,13 @@ class EpilogueSwiglu : public PartShapeTest {
     if (options.store_pre_activation) program.pre_activation = tile_out(pre_activation);
     run_batches(program, acc, part());
 
-    // Y as the program sees it before the pairs: scaled by rstd when asked (kernel 6).
-    const auto y = per_batch(acc, [&](const ref::Matrix& a, int64_t b) {
-      return options.row_scale ? ref::row_scale(a, column_vector_values(rstd, b)) : a;
+    // Y as the program sees it before the pairs: scaled by rstd when asked.
+    const auto y = per_batch(acc, [&](const reference::Matrix& a, int64_t b) {
+      return options.row_scale ? reference::row_scale(a, column_vector_values(rstd, b)) : a;
     });
-    expect_output(out, per_batch(acc, [&](const ref::Matrix& a, int64_t b) {
-                    return options.row_scale ? ref::row_scale_swiglu(a, column_vector_values(rstd, b)) : ref::swiglu(a);
+    expect_output(out, per_batch(acc, [&](const reference::Matrix& a, int64_t b) {
+                    return options.row_scale ? reference::row_scale_swiglu(a, column_vector_values(rstd, b))
+                                             : reference::swiglu(a);
                   }));
     if (options.store_pre_activation) {
       SCOPED_TRACE("pre-activation");

@@ -81,11 +81,11 @@ TEST(TopKGpu, RowsAndPartsKeepTheTopOfTheGpusOwnResults) {
       rows.poison();
       parts.poison();
       values.poison();
-      gemm_program({x.view(), Major::k}, {w.view(), Major::k}, top_of_parts);
+      epilogue::gemm_program({x.view(), Major::k}, {w.view(), Major::k}, top_of_parts);
       CODA_CUDA_CHECK(cudaDeviceSynchronize());
       const std::vector<unsigned char> seen_by_parts = values.download().host.bytes;
       values.poison();
-      gemm_program({x.view(), Major::k}, {w.view(), Major::k}, top_columns);
+      epilogue::gemm_program({x.view(), Major::k}, {w.view(), Major::k}, top_columns);
       CODA_CUDA_CHECK(cudaDeviceSynchronize());
       values.download();
       ASSERT_TRUE(values.host.bytes == seen_by_parts) << "the two launches' GEMMs gave other bits";
@@ -99,8 +99,9 @@ TEST(TopKGpu, RowsAndPartsKeepTheTopOfTheGpusOwnResults) {
       first_values = values.host.bytes;
       first_rows = rows.host.bytes;
       first_parts = parts.host.bytes;
-      const ref::Matrix y = values.host.matrix();
-      EXPECT_LT(ref::relative_error(y, ref::gemm(x.host.matrix(), Major::k, w.host.matrix(), Major::k)), 1e-5);
+      const reference::Matrix y = values.host.matrix();
+      EXPECT_LT(reference::relative_error(y, reference::gemm(x.host.matrix(), Major::k, w.host.matrix(), Major::k)),
+                1e-5);
       const float* row_slots = reinterpret_cast<const float*>(rows.host.bytes.data());
       const float* part_slots = reinterpret_cast<const float*>(parts.host.bytes.data());
       for (int64_t pn = 0; pn < row_parts; ++pn) {

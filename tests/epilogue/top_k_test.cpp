@@ -90,7 +90,7 @@ struct TopValues {
 TEST_P(TopKReductions, RowsAndWholePartsKeepTheirTopValues) {
   const ProblemShape shape{150, 300, 2};
   auto acc = random_accumulators(shape);
-  for (ref::Matrix& y : acc)
+  for (reference::Matrix& y : acc)
     for (double& v : y.data) v = std::round(4.0 * v) / 4.0;  // coarse values: ties in every row
   acc[0](3, 5) = std::nan("");
   acc[1](140, 299) = std::nan("");
@@ -109,7 +109,7 @@ TEST_P(TopKReductions, RowsAndWholePartsKeepTheirTopValues) {
   program.rows.batch_stride = shape.rows * row_parts * row_words;
   run_batches(program, acc, part());
   for (int64_t b = 0; b < shape.batch; ++b) {
-    const ref::Matrix& y = acc[std::size_t(b)];
+    const reference::Matrix& y = acc[std::size_t(b)];
     for (int64_t pn = 0; pn < row_parts; ++pn) {
       const int64_t c0 = pn * part().cols, c1 = std::min(shape.cols, c0 + part().cols);
       for (int64_t r = 0; r < shape.rows; ++r) {

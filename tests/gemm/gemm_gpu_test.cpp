@@ -23,6 +23,21 @@ void expect_correct(const GemmCase& c) {
   EXPECT_LT(r.relative_error, gemm_tolerance(c.output));
 }
 
+// `c` run `repeats` times (new garbage in the workspace before each), checked against the reference,
+// then once more from the same inputs: the same bits. Returns the first outcome.
+GemmOutcome expect_correct_and_repeatable(const GemmCase& c, int repeats = 1) {
+  SCOPED_TRACE(c.describe());
+  const uint64_t state = rng()();
+  rng().seed(state);
+  const GemmOutcome first = run_gemm_case(c, repeats);
+  EXPECT_EQ(first.unwritten, 0) << "output elements never written";
+  EXPECT_LT(first.relative_error, gemm_tolerance(c.output));
+  rng().seed(state);
+  const GemmOutcome second = run_gemm_case(c, 1);
+  EXPECT_EQ(first.output_bits, second.output_bits) << "the same inputs gave other bits";
+  return first;
+}
+
 // Every configuration x input dtype x A major x B major, on shapes with residues in M, N and K.
 class GemmEveryKernel : public ::testing::TestWithParam<std::tuple<GemmTile, DType, Major, Major>> {};
 
@@ -124,8 +139,8 @@ TEST(Gemm, SplitKMatchesReferenceAndIsDeterministic) {
 }
 
 // A stream-K tail: a cap on the CTAs leaves a partial last wave, whose K iterations are dealt
-// out over every cluster. Repeated runs reuse the workspace (the counters must reset) and must
-// give the same bits.
+// out over every cluster. Repeated runs reuse the workspace (new garbage each time) and must give
+// the same bits.
 TEST(Gemm, StreamKTailMatchesReferenceAndIsDeterministic) {
   CODA_REQUIRE_HOPPER();
   struct Shape { GemmTile tile; int max_ctas; int64_t m, n, k; Major a, b; };
@@ -141,16 +156,7 @@ TEST(Gemm, StreamKTailMatchesReferenceAndIsDeterministic) {
     c.options.tile = shape.tile;
     c.options.max_ctas = shape.max_ctas;
     c.options.stream_k = true;
-    SCOPED_TRACE(c.describe());
-    const uint64_t state = rng()();
-    rng().seed(state);
-    const GemmOutcome first = run_gemm_case(c, 3);
-    EXPECT_GT(first.plan.stream_k_tiles, 0);
-    EXPECT_EQ(first.unwritten, 0);
-    EXPECT_LT(first.relative_error, gemm_tolerance(c.output));
-    rng().seed(state);
-    const GemmOutcome second = run_gemm_case(c, 1);
-    EXPECT_EQ(first.output_bits, second.output_bits) << "stream-K must be bitwise deterministic";
+    EXPECT_GT(expect_correct_and_repeatable(c, 3).plan.stream_k_tiles, 0) << c.describe();
   }
 }
 
@@ -175,6 +181,31 @@ TEST(Gemm, HeuristicSplitsDecodeShapes) {
   EXPECT_LT(r.relative_error, gemm_tolerance(c.output));
 }
 
+// What a user met: the workspace gemm_workspace_bytes asks for, in memory nobody cleared (as
+// torch.empty hands it out): split-K must be right and give the same bits whatever it held.
+// (run_gemm_case fills the workspace with new garbage before every run.)
+TEST(Gemm, SplitKOverAGarbageWorkspace) {
+  CODA_REQUIRE_HOPPER();
+  GemmCase c;
+  c.m = 16, c.n = 4096, c.k = 8192;
+  EXPECT_GT(expect_correct_and_repeatable(c, 3).plan.split_k, 1);
+}
+
+// A workspace smaller than the plan needs is no error (gemm.hpp): whole tiles, the same values.
+TEST(Gemm, WorkspaceTooSmallComputesWholeTiles) {
+  CODA_REQUIRE_HOPPER();
+  DeviceBuffer workspace(4096);
+  GemmCase c;
+  c.m = 16, c.n = 4096, c.k = 8192;
+  c.options.workspace = workspace.get();
+  c.options.workspace_bytes = workspace.bytes();
+  const GemmOutcome r = run_gemm_case(c);
+  EXPECT_EQ(r.plan.split_k, 1);
+  EXPECT_EQ(r.plan.workspace_bytes, 0u);
+  EXPECT_EQ(r.unwritten, 0);
+  EXPECT_LT(r.relative_error, gemm_tolerance(c.output));
+}
+
 TEST(Gemm, BitwiseIdenticalAcrossRuns) {
   CODA_REQUIRE_HOPPER();
   for (int splits : {0, 4}) {
@@ -183,13 +214,7 @@ TEST(Gemm, BitwiseIdenticalAcrossRuns) {
     c.options.tile = GemmTile::m64n256;
     c.options.split_k = splits;
     c.output = DType::f32;
-    // Same inputs (same seed state is not reused: one case, run twice from identical buffers).
-    const uint64_t state = rng()();
-    rng().seed(state);
-    const GemmOutcome first = run_gemm_case(c);
-    rng().seed(state);
-    const GemmOutcome second = run_gemm_case(c);
-    EXPECT_EQ(first.output_bits, second.output_bits) << "split " << splits;
+    expect_correct_and_repeatable(c);
   }
 }
 

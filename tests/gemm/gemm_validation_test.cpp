@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "coda/core/device.hpp"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 
 namespace coda {
 namespace {

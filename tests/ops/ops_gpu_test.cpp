@@ -41,16 +41,16 @@ struct Shape {
   int64_t m, n, k;
 };
 // {1024, 2048, 1024} has 4 tiles per CTA: a residual staged in shared memory goes round both
-// consumers. The last has the tile rows for a companion launch (gemm/launch.cuh) on the ping-pong
+// consumers. The last has the tile rows for a companion launch (mainloop/launch.cuh) on the ping-pong
 // tile, which SwiGLU, RoPE and residual + RMSNorm ask for.
 constexpr Shape kShapes[] = {{1, 512, 64},       {200, 600, 136},  {129, 1030, 264},
                              {1024, 2048, 1024}, {2000, 4100, 64}, {4173, 1100, 72}};
 
-ref::Matrix matrix_of(const DeviceTensor& t) { return t.host.matrix(); }
+reference::Matrix matrix_of(const DeviceTensor& t) { return t.host.matrix(); }
 
 // Every element of `t`'s logical region is finite (not the NaN poison).
 int64_t unwritten(const HostTensor& t) {
-  const ref::Matrix m = t.matrix();
+  const reference::Matrix m = t.matrix();
   int64_t count = 0;
   for (double v : m.data) count += std::isnan(v) ? 1 : 0;
   return count;
@@ -60,7 +60,7 @@ TEST(OpsGpu, SwigluMatchesReferenceAndCpuExecutor) {
   CODA_REQUIRE_HOPPER();
   for (const GemmTile tile : {GemmTile::automatic, GemmTile::m128n256})  // K < 4096: ping-pong, then cooperative
     for (const Shape& s : kShapes)
-      for (int variant = 0; variant < 3; ++variant) {  // plain, + pre-activation, + row scale (kernel 6)
+      for (int variant = 0; variant < 3; ++variant) {  // plain, + pre-activation, + row scale
         SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " variant " << variant
                                           << " tile " << name(tile) << ", " << seed_note());
         DeviceTensor x(DType::bf16, s.m, s.k), w(DType::bf16, s.n, s.k);
@@ -81,11 +81,11 @@ TEST(OpsGpu, SwigluMatchesReferenceAndCpuExecutor) {
         EXPECT_EQ(unwritten(out.host), 0);
 
         // fp64 reference
-        ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
-        if (variant == 2) y = ref::row_scale(y, rstd.host.matrix().data);
-        EXPECT_LT(ref::relative_error(out.host.matrix(), ref::swiglu(y)), kBf16Tolerance);
+        reference::Matrix y = reference::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
+        if (variant == 2) y = reference::row_scale(y, rstd.host.matrix().data);
+        EXPECT_LT(reference::relative_error(out.host.matrix(), reference::swiglu(y)), kBf16Tolerance);
         if (variant == 1) {
-          EXPECT_LT(ref::relative_error(pre.host.matrix(), y), kBf16Tolerance);
+          EXPECT_LT(reference::relative_error(pre.host.matrix(), y), kBf16Tolerance);
         }
 
         // the CPU executor, same program, host buffers
@@ -93,9 +93,9 @@ TEST(OpsGpu, SwigluMatchesReferenceAndCpuExecutor) {
         epilogue::Swiglu program;
         program.out = {expected.bytes.data(), DType::bf16, expected.view.ld(), 0};
         if (variant == 2) program.row_scale = {rstd.host.bytes.data(), DType::f32, 0};
-        ref::run_epilogue(program, ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k), 0,
-                          {kPartRows, kPartCols});
-        EXPECT_LT(ref::relative_error(out.host.matrix(), expected.matrix()), kExecutorTolerance);
+        reference::run_epilogue(program, reference::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k), 0,
+                                {kPartRows, kPartCols});
+        EXPECT_LT(reference::relative_error(out.host.matrix(), expected.matrix()), kExecutorTolerance);
       }
 }
 
@@ -130,10 +130,11 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
     rstd.poison();
     z.poison();
     DeviceBuffer workspace(ops::residual_rmsnorm_workspace_bytes(s.m, s.n));
+    workspace.garbage(3);
     GemmOptions options{.tile = GemmTile::pingpong_m128n128, .split_k = segments.split_k, .stream_k = segments.stream_k};
     const std::size_t gemm_bytes = gemm_workspace_bytes({x.view(), Major::k}, {w1.view(), Major::k}, h.view(), options);
     DeviceBuffer gemm_workspace(gemm_bytes);
-    CODA_CUDA_CHECK(cudaMemset(gemm_workspace.get(), 0, std::max<std::size_t>(gemm_bytes, 1)));
+    gemm_workspace.garbage(1);
     if (segments.split_k > 1 || segments.stream_k) {
       options.workspace = gemm_workspace.get();
       options.workspace_bytes = gemm_workspace.bytes();
@@ -144,7 +145,7 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
     }
     const float eps = 1e-6f;
     ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), g.vector_view(), eps, h.view(), u.view(),
-                               rstd.vector_view(), workspace.get(), workspace.bytes(), nullptr, options);
+                               rstd.vector_view(), workspace.get(), workspace.bytes(), nullptr, {.gemm = options});
     // The second GEMM (K = N): with split-K, on the cooperative tile in the same number of segments.
     GemmOptions second;
     if (segments.split_k > 1) second = {.tile = GemmTile::m128n256, .split_k = segments.split_k};
@@ -152,12 +153,12 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
         segments.split_k > 1 ? gemm_workspace_bytes({u.view(), Major::k}, {w2.view(), Major::k}, z.view(), second) : 0;
     DeviceBuffer second_workspace(second_bytes);
     if (segments.split_k > 1) {
-      CODA_CUDA_CHECK(cudaMemset(second_workspace.get(), 0, second_bytes));
+      second_workspace.garbage(2);
       second.workspace = second_workspace.get();
       second.workspace_bytes = second_bytes;
       EXPECT_EQ(plan_gemm({u.view(), Major::k}, {w2.view(), Major::k}, z.view(), second).split_k, segments.split_k);
     }
-    ops::gemm_row_scale(u.view(), w2.view(), rstd.vector_view(), z.view(), nullptr, second);
+    ops::gemm_row_scale(u.view(), w2.view(), rstd.vector_view(), z.view(), nullptr, {.gemm = second});
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
     h.download();
     u.download();
@@ -165,15 +166,17 @@ TEST(OpsGpu, ResidualRmsNormThenRowScaleMatchesTheReparameterizedForward) {
     z.download();
     EXPECT_EQ(unwritten(h.host) + unwritten(u.host) + unwritten(z.host), 0);
 
-    const ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
-    const ref::ResidualRmsNorm want = ref::residual_rmsnorm(y, matrix_of(r), g.host.matrix().data, kPartCols);
-    const ref::Vector want_rstd = ref::rstd_from_partials(want.sum_squares, s.n, eps);
-    EXPECT_LT(ref::relative_error(h.host.matrix(), want.residual), kBf16Tolerance);
-    EXPECT_LT(ref::relative_error(u.host.matrix(), want.weighted), kBf16Tolerance);
-    EXPECT_LT(ref::relative_error(rstd.host.matrix().data, want_rstd), 1e-5);
+    const reference::Matrix y = reference::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
+    const reference::ResidualRmsNorm want =
+        reference::residual_rmsnorm(y, matrix_of(r), g.host.matrix().data, kPartCols);
+    const reference::Vector want_rstd = reference::rstd_from_partials(want.sum_squares, s.n, eps);
+    EXPECT_LT(reference::relative_error(h.host.matrix(), want.residual), kBf16Tolerance);
+    EXPECT_LT(reference::relative_error(u.host.matrix(), want.weighted), kBf16Tolerance);
+    EXPECT_LT(reference::relative_error(rstd.host.matrix().data, want_rstd), 1e-5);
     // z = rstd * (u W2^T) from the bf16 u the GPU stored
-    const ref::Matrix want_z = ref::row_scale(ref::gemm(u.host.matrix(), Major::k, matrix_of(w2), Major::k), rstd.host.matrix().data);
-    EXPECT_LT(ref::relative_error(z.host.matrix(), want_z), kBf16Tolerance);
+    const reference::Matrix want_z = reference::row_scale(
+        reference::gemm(u.host.matrix(), Major::k, matrix_of(w2), Major::k), rstd.host.matrix().data);
+    EXPECT_LT(reference::relative_error(z.host.matrix(), want_z), kBf16Tolerance);
   }
 }
 
@@ -192,6 +195,7 @@ TEST(OpsGpu, ResidualRmsNormWithoutUMatchesTheOpWithU) {
     DeviceTensor h_alone(DType::bf16, s.m, s.n), rstd_alone(DType::f32, 1, s.m);
     for (DeviceTensor* t : {&h, &u, &rstd, &h_alone, &rstd_alone}) t->poison();
     DeviceBuffer workspace(ops::residual_rmsnorm_workspace_bytes(s.m, s.n));
+    workspace.garbage(3);
     ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), g.vector_view(), 1e-6f, h.view(), u.view(),
                                rstd.vector_view(), workspace.get(), workspace.bytes());
     ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), {}, 1e-6f, h_alone.view(), {}, rstd_alone.vector_view(),
@@ -203,10 +207,12 @@ TEST(OpsGpu, ResidualRmsNormWithoutUMatchesTheOpWithU) {
     EXPECT_EQ(h_alone.host.bytes, h.host.bytes);
     EXPECT_EQ(rstd_alone.host.bytes, rstd.host.bytes);
 
-    const ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
-    const ref::ResidualRmsNorm want = ref::residual_rmsnorm(y, matrix_of(r), g.host.matrix().data, kPartCols);
-    EXPECT_LT(ref::relative_error(h_alone.host.matrix(), want.residual), kBf16Tolerance);
-    EXPECT_LT(ref::relative_error(rstd_alone.host.matrix().data, ref::rstd_from_partials(want.sum_squares, s.n, 1e-6f)),
+    const reference::Matrix y = reference::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
+    const reference::ResidualRmsNorm want =
+        reference::residual_rmsnorm(y, matrix_of(r), g.host.matrix().data, kPartCols);
+    EXPECT_LT(reference::relative_error(h_alone.host.matrix(), want.residual), kBf16Tolerance);
+    EXPECT_LT(reference::relative_error(rstd_alone.host.matrix().data,
+                                        reference::rstd_from_partials(want.sum_squares, s.n, 1e-6f)),
               1e-5);
   }
 }
@@ -221,7 +227,7 @@ TEST(OpsGpu, ResidualRmsNormReadsTheWeightAtAnyAlignment) {
   x.random();
   w1.random();
   r.random(-2.0, 2.0);
-  const ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
+  const reference::Matrix y = reference::gemm(matrix_of(x), Major::k, matrix_of(w1), Major::k);
   for (DType dtype : {DType::f32, DType::bf16, DType::f16})
     for (int64_t offset : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "weight " << name(dtype) << ", offset " << offset << " element(s), "
@@ -231,19 +237,20 @@ TEST(OpsGpu, ResidualRmsNormReadsTheWeightAtAnyAlignment) {
       const std::size_t element = size_of(dtype);
       const TensorView weight =
           TensorView::vector(static_cast<const unsigned char*>(g.device.get()) + offset * element, dtype, s.n);
-      const ref::Vector all_values = g.host.matrix().data;
-      const ref::Vector weight_values(all_values.begin() + offset, all_values.begin() + offset + s.n);
+      const reference::Vector all_values = g.host.matrix().data;
+      const reference::Vector weight_values(all_values.begin() + offset, all_values.begin() + offset + s.n);
       DeviceTensor h(DType::bf16, s.m, s.n), u(DType::bf16, s.m, s.n), rstd(DType::f32, 1, s.m);
       h.poison();
       u.poison();
       DeviceBuffer workspace(ops::residual_rmsnorm_workspace_bytes(s.m, s.n));
+      workspace.garbage(4);
       ops::gemm_residual_rmsnorm(x.view(), w1.view(), r.view(), weight, 1e-6f, h.view(), u.view(), rstd.vector_view(),
                                  workspace.get(), workspace.bytes());
       CODA_CUDA_CHECK(cudaDeviceSynchronize());
       u.download();
       EXPECT_EQ(unwritten(u.host), 0);
-      const ref::ResidualRmsNorm want = ref::residual_rmsnorm(y, matrix_of(r), weight_values, kPartCols);
-      EXPECT_LT(ref::relative_error(u.host.matrix(), want.weighted), kBf16Tolerance);
+      const reference::ResidualRmsNorm want = reference::residual_rmsnorm(y, matrix_of(r), weight_values, kPartCols);
+      EXPECT_LT(reference::relative_error(u.host.matrix(), want.weighted), kBf16Tolerance);
     }
 }
 
@@ -261,11 +268,12 @@ DeviceTensor int_vector(const std::vector<int32_t>& values) {
 struct CacheTable {
   DeviceTensor t;
   int64_t offset;
-  CacheTable(const ref::Matrix& m, int64_t ld, int64_t offset) : t(DType::f32, m.rows, offset + ld, offset + ld), offset(offset) {
-    ref::Matrix padded(m.rows, offset + ld);
+  CacheTable(const reference::Matrix& m, int64_t ld, int64_t offset)
+      : t(DType::f32, m.rows, offset + ld, offset + ld), offset(offset) {
+    reference::Matrix padded(m.rows, offset + ld);
     for (int64_t r = 0; r < m.rows; ++r)
       for (int64_t c = 0; c < m.cols; ++c) padded(r, offset + c) = m(r, c);
-    ref::store(padded, t.host.view);
+    reference::store(padded, t.host.view);
     t.upload();
   }
   int64_t ld() const { return t.host.view.ld(); }
@@ -286,13 +294,13 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
   const int max_pos = 300;
   for (const Layout& layout : layouts) {
     const int head_dim = layout.head_dim;
-    const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
+    const reference::RopeCache cache = reference::rope_cache(max_pos, head_dim);
     const CacheTable cos(cache.cos, head_dim / 2 + layout.pad, layout.offset),
         sin(cache.sin, head_dim / 2 + layout.pad, layout.offset);
     const bool first_layout = &layout == &layouts[0];
     for (const GemmTile tile : {GemmTile::automatic, GemmTile::m128n256})  // ping-pong (K < 4096), cooperative
       for (const Shape& s : kShapes)
-        for (int variant = 0; variant < 2; ++variant) {                              // plain, + row scale (kernel 7)
+        for (int variant = 0; variant < 2; ++variant) {                              // plain, + row scale
           if (!first_layout && (s.n < 600 || s.m > 1024 || variant == 1)) continue;  // the other layouts: three shapes
           if (!first_layout && tile != GemmTile::automatic) continue;
           const int64_t n = (s.n / head_dim) * head_dim, heads = n / head_dim;
@@ -317,10 +325,11 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
           CODA_CUDA_CHECK(cudaDeviceSynchronize());
           out.download();
           EXPECT_EQ(unwritten(out.host), 0);
-          ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
-          if (variant == 1) y = ref::row_scale(y, rstd.host.matrix().data);
-          EXPECT_LT(ref::relative_error(out.host.matrix(), ref::rope(y, positions, cache, head_dim, rotated)),
-                    kBf16Tolerance);
+          reference::Matrix y = reference::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
+          if (variant == 1) y = reference::row_scale(y, rstd.host.matrix().data);
+          EXPECT_LT(
+              reference::relative_error(out.host.matrix(), reference::rope(y, positions, cache, head_dim, rotated)),
+              kBf16Tolerance);
           if (tile == GemmTile::automatic && &s == &kShapes[std::size(kShapes) - 1]) {
             // RoPE asks for a companion launch there (programs/rope.hpp): the bits must not change.
             DeviceTensor alone(DType::bf16, s.m, n);
@@ -342,9 +351,9 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
           program.rotated_heads = rotated;
           if (variant == 1) program.row_scale = {rstd.host.bytes.data(), DType::f32, 0};
           program.out = {expected.bytes.data(), DType::bf16, expected.view.ld(), 0};
-          ref::run_epilogue(program, ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k), 0,
-                            {kPartRows, kPartCols});
-          EXPECT_LT(ref::relative_error(out.host.matrix(), expected.matrix()), kExecutorTolerance);
+          reference::run_epilogue(program, reference::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k), 0,
+                                  {kPartRows, kPartCols});
+          EXPECT_LT(reference::relative_error(out.host.matrix(), expected.matrix()), kExecutorTolerance);
         }
   }
 }
@@ -354,7 +363,7 @@ TEST(OpsGpu, RopeMatchesReferenceAndCpuExecutor) {
 TEST(OpsGpu, RopePositionOutsideTheCacheGivesNaN) {
   CODA_REQUIRE_HOPPER();
   const int head_dim = 64, max_pos = 16, heads = 4, rotated = 3;  // the last head passes through
-  const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
+  const reference::RopeCache cache = reference::rope_cache(max_pos, head_dim);
   const CacheTable cos(cache.cos, head_dim / 2, 0), sin(cache.sin, head_dim / 2, 0);
   for (const int64_t m : {4, 256}) {
     SCOPED_TRACE(::testing::Message() << "M=" << m);
@@ -368,7 +377,7 @@ TEST(OpsGpu, RopePositionOutsideTheCacheGivesNaN) {
     ops::gemm_rope(x.view(), w.view(), pos.vector_view(), cos.view(head_dim / 2), sin.view(head_dim / 2), head_dim, rotated,
                    out.view());
     CODA_CUDA_CHECK(cudaDeviceSynchronize());
-    const ref::Matrix got = out.download().host.matrix();
+    const reference::Matrix got = out.download().host.matrix();
     int64_t wrong = 0;
     for (int64_t r = 0; r < m; ++r) {
       const int32_t p = positions[std::size_t(r)];
@@ -421,26 +430,27 @@ TEST(OpsGpu, CrossEntropyMatchesReferenceForEveryOption) {
         if (v.logits) options.logits = logits.view();
         if (v.row_scale) options.row_scale = rstd.vector_view();
         DeviceBuffer workspace(ops::cross_entropy_workspace_bytes(s.m, s.n, options));
+        workspace.garbage(5);
         ops::gemm_cross_entropy(x.view(), w.view(), tgt.vector_view(), loss.vector_view(), lse.vector_view(),
                                 workspace.get(), workspace.bytes(), nullptr, options);
         CODA_CUDA_CHECK(cudaDeviceSynchronize());
         loss.download();
         lse.download();
 
-        ref::Matrix y = ref::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
-        if (v.row_scale) y = ref::row_scale(y, rstd.host.matrix().data);
-        ref::CrossEntropyOptions ro;
+        reference::Matrix y = reference::gemm(matrix_of(x), Major::k, matrix_of(w), Major::k);
+        if (v.row_scale) y = reference::row_scale(y, rstd.host.matrix().data);
+        reference::CrossEntropyOptions ro;
         ro.label_smoothing = v.smoothing;
         ro.z_loss = v.z_loss;
         ro.softcap = v.softcap;
-        ro.reduction = v.reduction == ops::LossReduction::none  ? ref::LossReduction::none
-                       : v.reduction == ops::LossReduction::sum ? ref::LossReduction::sum
-                                                                : ref::LossReduction::mean;
-        const ref::CrossEntropyLoss want = ref::cross_entropy(y, targets, ro);
+        ro.reduction = v.reduction == ops::LossReduction::none  ? reference::LossReduction::none
+                       : v.reduction == ops::LossReduction::sum ? reference::LossReduction::sum
+                                                                : reference::LossReduction::mean;
+        const reference::CrossEntropyLoss want = reference::cross_entropy(y, targets, ro);
         // fp32 accumulation of the GEMM, fp32 epilogue math: errors ~1e-6 relative
-        EXPECT_LT(ref::relative_error(lse.host.matrix().data, want.lse), 1e-5);
+        EXPECT_LT(reference::relative_error(lse.host.matrix().data, want.lse), 1e-5);
         if (v.reduction == ops::LossReduction::none) {
-          EXPECT_LT(ref::relative_error(loss.host.matrix().data, want.per_row), 1e-4);
+          EXPECT_LT(reference::relative_error(loss.host.matrix().data, want.per_row), 1e-4);
         } else if (std::isnan(*want.reduced)) {  // a mean over no rows: NaN, as PyTorch
           EXPECT_TRUE(std::isnan(loss.host.matrix()(0, 0)));
         } else {
@@ -448,11 +458,11 @@ TEST(OpsGpu, CrossEntropyMatchesReferenceForEveryOption) {
         }
         if (v.logits) {
           logits.download();
-          ref::Matrix capped = y;
+          reference::Matrix capped = y;
           if (v.softcap > 0)
             for (double& e : capped.data) e = v.softcap * std::tanh(e / v.softcap);
           EXPECT_EQ(unwritten(logits.host), 0);
-          EXPECT_LT(ref::relative_error(logits.host.matrix(), capped), kBf16Tolerance);
+          EXPECT_LT(reference::relative_error(logits.host.matrix(), capped), kBf16Tolerance);
         }
       }
 }

@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 alignas(256) unsigned char memory[1 << 20];
 
@@ -125,7 +126,8 @@ TEST(OpsValidation, CAbiChecksTensorsAndCodes) {
   EXPECT_EQ(coda_gemm_row_scale(&x, &w, &lse, &out, nullptr), CODA_INVALID_ARGUMENT);  // out must be 64 x 64
   EXPECT_THAT(coda_last_error(), HasSubstr("argument 'out'"));
   // Residual + RMSNorm: u and the weight may be NULL together (the weight folded into the next GEMM).
-  const std::size_t bytes = coda_residual_rmsnorm_workspace_bytes(64, 64);
+  std::size_t bytes = 0;
+  ASSERT_EQ(coda_residual_rmsnorm_workspace_bytes(64, 64, &bytes), CODA_OK);
   ASSERT_LE(bytes, sizeof(memory));
   coda_tensor square = {memory, CODA_BF16, 2, {64, 64}, {64, 1}};
   EXPECT_EQ(coda_gemm_residual_rmsnorm(&x, &w, &square, nullptr, 1e-6f, &square, &square, &lse, memory, bytes, nullptr),
@@ -147,9 +149,9 @@ TEST(OpsValidation, FusedOpsRefuseOtherTiles) {
   EXPECT_EQ(s.code(), StatusCode::unsupported);
   EXPECT_THAT(s.message(),
               HasSubstr("argument 'options.tile': epilogue programs run on pingpong_m128n128 or m128n256"));
-  const Status rmsnorm =
-      ops::try_gemm_residual_rmsnorm(tile(64, 32), tile(32, 32), tile(64, 32), vec(32), 1e-6f, tile(64, 32),
-                                     tile(64, 32), vec(64), memory, sizeof(memory), nullptr, {.tile = GemmTile::m128n256});
+  const Status rmsnorm = ops::try_gemm_residual_rmsnorm(tile(64, 32), tile(32, 32), tile(64, 32), vec(32), 1e-6f,
+                                                        tile(64, 32), tile(64, 32), vec(64), memory, sizeof(memory),
+                                                        nullptr, {.gemm = {.tile = GemmTile::m128n256}});
   EXPECT_EQ(rmsnorm.code(), StatusCode::unsupported);
   EXPECT_THAT(rmsnorm.message(), HasSubstr("argument 'options.tile': this epilogue program stages a tile input: it runs "
                                            "on pingpong_m128n128 only"));
@@ -161,7 +163,54 @@ TEST(OpsValidation, DeviceCheckNamesTheOp) {
   if (hopper_available()) GTEST_SKIP() << "a Hopper GPU is present: the device check passes";
   const Status s = ops::try_gemm_swiglu(tile(64, 32), tile(64, 32), tile(64, 32));
   EXPECT_EQ(s.code(), StatusCode::unsupported);
-  EXPECT_THAT(s.message(), HasSubstr("coda::ops::gemm_swiglu: no CUDA device"));
+  EXPECT_THAT(s.message(), StartsWith("coda::ops::gemm_swiglu: no CUDA device"));
+  EXPECT_EQ(coda_gemm_row_scale(nullptr, nullptr, nullptr, nullptr, nullptr), CODA_INVALID_ARGUMENT);
+  coda_tensor x = {memory, CODA_BF16, 2, {64, 32}, {32, 1}}, w = x, out = {memory, CODA_BF16, 2, {64, 64}, {64, 1}};
+  coda_tensor rstd = {memory, CODA_F32, 1, {64}, {1}};
+  EXPECT_EQ(coda_gemm_row_scale(&x, &w, &rstd, &out, nullptr), CODA_UNSUPPORTED);
+  EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_row_scale: no CUDA device"));  // the C name, not the C++ one
+}
+
+// Every message of a C call starts with the C function's name, whatever layer below raised it: its
+// own tensor checks, the op's rules, the GEMM's.
+TEST(OpsValidation, OneCCallOnePrefix) {
+  coda_tensor x = {memory, CODA_BF16, 2, {64, 32}, {32, 1}};
+  coda_tensor w = {memory, CODA_BF16, 2, {63, 32}, {32, 1}};
+  coda_tensor out = {memory, CODA_BF16, 2, {64, 32}, {32, 1}};
+  EXPECT_EQ(coda_gemm_swiglu(&x, &w, &out, nullptr, nullptr, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_swiglu: argument 'w': has 63 rows but needs an even number"));
+  coda_tensor x_unaligned = {memory, CODA_BF16, 2, {64, 30}, {30, 1}}, w30 = {memory, CODA_BF16, 2, {64, 30}, {30, 1}};
+  EXPECT_EQ(coda_gemm_swiglu(&x_unaligned, &w30, &out, nullptr, nullptr, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_swiglu: argument 'x': row stride of 30 elements"));
+}
+
+// The size queries check their arguments: a negative or zero size is an error, never a huge size.
+TEST(OpsValidation, WorkspaceQueriesCheckTheirArguments) {
+  EXPECT_THROW((void)ops::residual_rmsnorm_workspace_bytes(0, 64), InvalidArgument);
+  EXPECT_THROW((void)ops::cross_entropy_workspace_bytes(-5, 100), InvalidArgument);
+  try {
+    (void)ops::cross_entropy_workspace_bytes(64, 100, {.label_smoothing = 1.5f});
+    ADD_FAILURE() << "label smoothing 1.5 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("argument 'options.label_smoothing': is 1.5 but must be in [0, 1)"));
+  }
+  std::size_t bytes = 123;
+  EXPECT_EQ(coda_cross_entropy_workspace_bytes(-5, 100, nullptr, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_STREQ(coda_last_error(), "coda_cross_entropy_workspace_bytes: argument 'm': M is -5 but must be at least 1");
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(coda_cross_entropy_workspace_bytes(64, 0, nullptr, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'vocab': the vocabulary is 0 but must be at least 1"));
+  EXPECT_EQ(coda_cross_entropy_workspace_bytes(64, 100, nullptr, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_STREQ(coda_last_error(), "coda_cross_entropy_workspace_bytes: argument 'bytes': is a null pointer");
+  coda_cross_entropy_options options = {-100, 0.0f, 0.0f, 0.0f, static_cast<coda_loss_reduction>(5)};
+  EXPECT_EQ(coda_cross_entropy_workspace_bytes(64, 100, &options, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'options.reduction': code 5 is not a coda_loss_reduction"));
+  EXPECT_EQ(coda_residual_rmsnorm_workspace_bytes(64, -1, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_STREQ(coda_last_error(),
+               "coda_residual_rmsnorm_workspace_bytes: argument 'n': N is -1 but must be at least 1");
+  ASSERT_EQ(coda_residual_rmsnorm_workspace_bytes(64, 300, &bytes), CODA_OK);
+  EXPECT_EQ(bytes, 64u * 3 * sizeof(float));  // one partial per row and 128-column part
+  EXPECT_STREQ(coda_last_error(), "");
 }
 
 // The host weight helpers against their fp64-reference twins (bf16 rows, padded leading dimension).
@@ -170,14 +219,17 @@ TEST(OpsHostHelpers, InterleaveGateUpMatchesReference) {
   gate.fill_random();
   up.fill_random();
   ops::interleave_gate_up(gate.view, up.view, out.view);
-  EXPECT_EQ(ref::max_abs_difference(out.matrix(), ref::interleave_gate_up(gate.matrix(), up.matrix())), 0.0);
+  EXPECT_EQ(reference::max_abs_difference(out.matrix(), reference::interleave_gate_up(gate.matrix(), up.matrix())),
+            0.0);
 }
 
 TEST(OpsHostHelpers, PermuteRotateHalfMatchesReference) {
   test::HostTensor w(DType::bf16, 3 * 16, 24), out(DType::bf16, 3 * 16, 24);
   w.fill_random();
   ops::permute_rotate_half_to_interleaved(w.view, 16, 2, out.view);  // the third head passes through
-  EXPECT_EQ(ref::max_abs_difference(out.matrix(), ref::permute_rotate_half_to_interleaved(w.matrix(), 16, 2)), 0.0);
+  EXPECT_EQ(
+      reference::max_abs_difference(out.matrix(), reference::permute_rotate_half_to_interleaved(w.matrix(), 16, 2)),
+      0.0);
   EXPECT_THROW(ops::permute_rotate_half_to_interleaved(w.view, 15, 1, out.view), InvalidArgument);
 }
 

@@ -12,7 +12,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -240,18 +240,27 @@ TEST(ReferenceCrossEntropy, BackwardRowPartialsAreTheRawLogitDot) {
 
 TEST(ReferenceCrossEntropy, ValidatesTargets) {
   const Matrix y = test::random_matrix(2, 5);
-  EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy(y, {0, 5}, {}); }),
-              HasSubstr("coda::ref::cross_entropy: argument 'targets': targets[1] = 5 is outside [0, 5) and is not "
-                        "ignore_index (-100)"));
-  EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy_partials(y, {-1, 0}, 2, {}); }),
-              HasSubstr("coda::ref::cross_entropy_partials: argument 'targets': targets[0] = -1"));
+  EXPECT_THAT(
+      test::invalid_argument_message([&] {
+        cross_entropy(y, {0, 5}, {});
+      }),
+      HasSubstr("coda::reference::cross_entropy: argument 'targets': targets[1] = 5 is outside [0, 5) and is not "
+                "ignore_index (-100)"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                cross_entropy_partials(y, {-1, 0}, 2, {});
+              }),
+              HasSubstr("coda::reference::cross_entropy_partials: argument 'targets': targets[0] = -1"));
   EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy(y, {0}, {}); }),
               HasSubstr("argument 'targets': has 1 entries but must have 2"));
   const CrossEntropyPartials p = cross_entropy_partials(y, {0, 1}, 2, {});
-  EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy_finish(p, {0, 7}, 5, {}); }),
-              HasSubstr("coda::ref::cross_entropy_finish: argument 'targets': targets[1] = 7"));
-  EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy_backward(y, {9, 0}, {0, 0}, {1}, 2, {}); }),
-              HasSubstr("coda::ref::cross_entropy_backward: argument 'targets'"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                cross_entropy_finish(p, {0, 7}, 5, {});
+              }),
+              HasSubstr("coda::reference::cross_entropy_finish: argument 'targets': targets[1] = 7"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                cross_entropy_backward(y, {9, 0}, {0, 0}, {1}, 2, {});
+              }),
+              HasSubstr("coda::reference::cross_entropy_backward: argument 'targets'"));
 }
 
 TEST(ReferenceCrossEntropy, ValidatesOptionsAndShapes) {
@@ -268,7 +277,7 @@ TEST(ReferenceCrossEntropy, ValidatesOptionsAndShapes) {
   EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy(y, t, {.softcap = std::nan("")}); }),
               HasSubstr("argument 'options.softcap'"));
   EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy_partials(y, t, 0, {}); }),
-              HasSubstr("coda::ref::cross_entropy_partials: argument 'bn'"));
+              HasSubstr("coda::reference::cross_entropy_partials: argument 'bn'"));
   EXPECT_THAT(test::invalid_argument_message([&] { cross_entropy(Matrix(2, 0), t, {}); }),
               HasSubstr("argument 'logits'"));
   const CrossEntropyPartials p = cross_entropy_partials(y, t, 2, {});
@@ -296,4 +305,4 @@ TEST(ReferenceCrossEntropy, ValidatesOptionsAndShapes) {
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -11,7 +11,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -114,9 +114,9 @@ TEST(ReferenceActivation, NaNPropagates) {
 
 TEST(ReferenceActivation, ConstructorsValidate) {
   EXPECT_THAT(test::invalid_argument_message([] { Activation::leaky_relu(kNaN); }),
-              HasSubstr("coda::ref::Activation::leaky_relu: argument 'slope'"));
+              HasSubstr("coda::reference::Activation::leaky_relu: argument 'slope'"));
   EXPECT_THAT(test::invalid_argument_message([] { Activation::clamp(2, 1); }),
-              HasSubstr("coda::ref::Activation::clamp: argument 'hi': is 1 but must be >= lo = 2"));
+              HasSubstr("coda::reference::Activation::clamp: argument 'hi': is 1 but must be >= lo = 2"));
   EXPECT_THAT(test::invalid_argument_message([] { Activation::clamp(kNaN, 1); }), HasSubstr("argument 'hi'"));
   EXPECT_EQ(Activation::clamp(1, 1)(5.0), 1.0);  // lo == hi is allowed
 }
@@ -159,8 +159,10 @@ TEST(ReferenceLinearCombination, ZeroScaleDoesNotReadTheSource) {
 
 TEST(ReferenceLinearCombination, ValidatesShapes) {
   const Matrix y = test::random_matrix(3, 4), c = test::random_matrix(3, 4), wrong = test::random_matrix(4, 3);
-  EXPECT_THAT(test::invalid_argument_message([&] { linear_combination(y, Scale::per_row({1, 2})); }),
-              HasSubstr("coda::ref::linear_combination: argument 'alpha': has 2 entries but must have 3"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                linear_combination(y, Scale::per_row({1, 2}));
+              }),
+              HasSubstr("coda::reference::linear_combination: argument 'alpha': has 2 entries but must have 3"));
   EXPECT_THAT(test::invalid_argument_message([&] { linear_combination(y, 1.0, &c, Scale::per_column({1, 2, 3})); }),
               HasSubstr("argument 'beta': has 3 entries but must have 4"));
   EXPECT_THAT(test::invalid_argument_message([&] { linear_combination(y, 1.0, &c, 1.0, &c, Scale::per_row({})); }),
@@ -177,8 +179,10 @@ TEST(ReferenceBias, HandComputed) {
   EXPECT_EQ(add_bias(y, Bias::per_column({10, 20, 30})).data, (std::vector<double>{11, 22, 33, 14, 25, 36}));
   EXPECT_EQ(add_bias(y, Bias::per_row({-1, 1})).data, (std::vector<double>{0, 1, 2, 5, 6, 7}));
   EXPECT_EQ(add_bias(y, 0.5).data, (std::vector<double>{1.5, 2.5, 3.5, 4.5, 5.5, 6.5}));
-  EXPECT_THAT(test::invalid_argument_message([&] { add_bias(y, Bias::per_column({1, 2})); }),
-              HasSubstr("coda::ref::add_bias: argument 'bias': has 2 entries but must have 3"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                add_bias(y, Bias::per_column({1, 2}));
+              }),
+              HasSubstr("coda::reference::add_bias: argument 'bias': has 2 entries but must have 3"));
 }
 
 TEST(ReferenceBias, BiasActivationKeepsThePreActivation) {
@@ -231,10 +235,10 @@ TEST(ReferenceBias, ActivationAndBiasBackwardMatchCentralDifferences) {
 }
 
 TEST(ReferenceBias, ActivationBackwardValidatesShapes) {
-  EXPECT_THAT(test::invalid_argument_message([] {
-                activation_backward(test::random_matrix(2, 3), test::random_matrix(3, 2), Activation::relu());
-              }),
-              HasSubstr("coda::ref::activation_backward: argument 'pre_activation': is (3 x 2) but must be (2 x 3)"));
+  EXPECT_THAT(
+      test::invalid_argument_message(
+          [] { activation_backward(test::random_matrix(2, 3), test::random_matrix(3, 2), Activation::relu()); }),
+      HasSubstr("coda::reference::activation_backward: argument 'pre_activation': is (3 x 2) but must be (2 x 3)"));
 }
 
 TEST(ReferenceOutputConversion, RoundsOnceFromDouble) {
@@ -252,7 +256,7 @@ TEST(ReferenceOutputConversion, RoundsOnceFromDouble) {
   EXPECT_TRUE(std::isinf(round_matrix(y, DType::f16)(0, 3)));
   EXPECT_EQ(round_matrix(y, DType::f32)(0, 0), 0.3333333432674408);
   EXPECT_THAT(test::invalid_argument_message([&] { round_matrix(y, DType::e4m3); }),
-              HasSubstr("coda::ref::round_matrix: argument 'type': is e4m3 but must be f32, f16 or bf16"));
+              HasSubstr("coda::reference::round_matrix: argument 'type': is e4m3 but must be f32, f16 or bf16"));
   EXPECT_THAT(test::invalid_argument_message([&] { round_matrix(y, DType::i32); }), HasSubstr("argument 'type'"));
 }
 
@@ -290,11 +294,11 @@ TEST(ReferenceOutputConversion, Fp8NaNReachesValuesAndAmax) {
 TEST(ReferenceOutputConversion, Fp8Validates) {
   const Matrix y = test::random_matrix(2, 2);
   EXPECT_THAT(test::invalid_argument_message([&] { quantize_fp8(y, DType::bf16, 1.0); }),
-              HasSubstr("coda::ref::quantize_fp8: argument 'type': is bf16 but must be e4m3 or e5m2"));
+              HasSubstr("coda::reference::quantize_fp8: argument 'type': is bf16 but must be e4m3 or e5m2"));
   for (double scale : {0.0, -1.0, kNaN, std::numeric_limits<double>::infinity()})
     EXPECT_THAT(test::invalid_argument_message([&] { quantize_fp8(y, DType::e4m3, scale); }),
                 HasSubstr("argument 'scale'"));
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -5,7 +5,7 @@
 #include "coda/reference/gemm.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 TEST(ReferenceGemm, HandComputed) {
@@ -71,4 +71,4 @@ TEST(ReferenceMatrix, ReadsAndWritesStridedTensorsOfEveryDtype) {
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

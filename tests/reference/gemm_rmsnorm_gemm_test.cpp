@@ -16,7 +16,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -171,8 +171,9 @@ TEST(ReferenceGemmRmsNormGemm, Validates) {
   };
   GemmRmsNormGemm bad = good;
   bad.w1 = test::random_matrix(5, 3);
-  EXPECT_THAT(forward_message(bad), HasSubstr("coda::ref::gemm_rmsnorm_gemm_forward: argument 'layer.w1': is (5 x 3) "
-                                              "but x is (3 x 4) (they must agree on K)"));
+  EXPECT_THAT(forward_message(bad),
+              HasSubstr("coda::reference::gemm_rmsnorm_gemm_forward: argument 'layer.w1': is (5 x 3) "
+                        "but x is (3 x 4) (they must agree on K)"));
   bad = good;
   bad.residual = test::random_matrix(3, 4);
   EXPECT_THAT(forward_message(bad), HasSubstr("argument 'layer.residual': is (3 x 4) but must be (3 x 5)"));
@@ -186,19 +187,19 @@ TEST(ReferenceGemmRmsNormGemm, Validates) {
   bad.eps = -1;
   EXPECT_THAT(forward_message(bad), HasSubstr("argument 'layer.eps'"));
   EXPECT_THAT(test::invalid_argument_message([&] { gemm_rmsnorm_gemm_forward_fused(good, 0); }),
-              HasSubstr("coda::ref::gemm_rmsnorm_gemm_forward_fused: argument 'bn'"));
+              HasSubstr("coda::reference::gemm_rmsnorm_gemm_forward_fused: argument 'bn'"));
 
   const GemmRmsNormGemmForward f = gemm_rmsnorm_gemm_forward(good);
   const Matrix dz = test::random_matrix(3, 6), dh = test::random_matrix(3, 5);
   EXPECT_THAT(test::invalid_argument_message([&] { gemm_rmsnorm_gemm_backward(good, f, dh, dh); }),
-              HasSubstr("coda::ref::gemm_rmsnorm_gemm_backward: argument 'grad_output': is (3 x 5) but must be "
+              HasSubstr("coda::reference::gemm_rmsnorm_gemm_backward: argument 'grad_output': is (3 x 5) but must be "
                         "(3 x 6)"));
   EXPECT_THAT(test::invalid_argument_message([&] { gemm_rmsnorm_gemm_backward(good, f, dz, dz); }),
               HasSubstr("argument 'grad_residual_out'"));
   GemmRmsNormGemmForward short_rstd = f;
   short_rstd.rstd.pop_back();
   EXPECT_THAT(test::invalid_argument_message([&] { gemm_rmsnorm_gemm_backward_fused(good, short_rstd, dz, dh, 2, 2); }),
-              HasSubstr("coda::ref::gemm_rmsnorm_gemm_backward_fused: argument 'saved.rstd'"));
+              HasSubstr("coda::reference::gemm_rmsnorm_gemm_backward_fused: argument 'saved.rstd'"));
   EXPECT_THAT(test::invalid_argument_message([&] { gemm_rmsnorm_gemm_backward_fused(good, f, dz, dh, 2, 0); }),
               HasSubstr("argument 'bm'"));
   EXPECT_THAT(test::invalid_argument_message([&] { gemm_rmsnorm_gemm_backward_fused(good, f, dz, dh, 0, 2); }),
@@ -206,4 +207,4 @@ TEST(ReferenceGemmRmsNormGemm, Validates) {
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

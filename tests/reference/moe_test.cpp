@@ -15,7 +15,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -177,7 +177,8 @@ TEST(ReferenceMoe, RouteFromActivationsUsesTheRouterGemm) {
 TEST(ReferenceMoe, Validates) {
   const Matrix scores = test::random_matrix(2, 8);
   auto message = [&](const RoutingOptions& o) { return test::invalid_argument_message([&] { route(scores, o); }); };
-  EXPECT_THAT(message({.k = 0}), HasSubstr("coda::ref::route: argument 'options.k': is 0 but must lie in [1, 8]"));
+  EXPECT_THAT(message({.k = 0}),
+              HasSubstr("coda::reference::route: argument 'options.k': is 0 but must lie in [1, 8]"));
   EXPECT_THAT(message({.k = 9}), HasSubstr("argument 'options.k'"));
   EXPECT_THAT(test::invalid_argument_message([] { route(test::random_matrix(1, 257), {}); }),
               HasSubstr("argument 'scores': holds 257 experts but must hold 1 to 256"));
@@ -201,10 +202,10 @@ TEST(ReferenceMoe, Validates) {
   EXPECT_THAT(message({.routed_scaling_factor = 0}), HasSubstr("argument 'options.routed_scaling_factor'"));
   const Matrix x = test::random_matrix(2, 3);
   EXPECT_THAT(test::invalid_argument_message([&] { moe_route(x, test::random_matrix(8, 4), {}); }),
-              HasSubstr("coda::ref::moe_route: argument 'router_weight': is (8 x 4) but x is (2 x 3)"));
+              HasSubstr("coda::reference::moe_route: argument 'router_weight': is (8 x 4) but x is (2 x 3)"));
   EXPECT_THAT(test::invalid_argument_message([&] { moe_route(x, test::random_matrix(300, 3), {}); }),
-              HasSubstr("coda::ref::moe_route: argument 'router_weight': holds 300 experts"));
+              HasSubstr("coda::reference::moe_route: argument 'router_weight': holds 300 experts"));
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -11,7 +11,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -114,21 +114,21 @@ TEST(ReferenceReductions, MaxPropagatesNaN) {
 TEST(ReferenceReductions, Validates) {
   const Matrix y = test::random_matrix(3, 4);
   EXPECT_THAT(test::invalid_argument_message([&] { row_partial_sums(y, 0); }),
-              HasSubstr("coda::ref::row_partial_sums: argument 'bn': tile size is 0 but must be at least 1"));
+              HasSubstr("coda::reference::row_partial_sums: argument 'bn': tile size is 0 but must be at least 1"));
   EXPECT_THAT(test::invalid_argument_message([&] { column_partial_max(y, -2); }),
-              HasSubstr("coda::ref::column_partial_max: argument 'bm'"));
+              HasSubstr("coda::reference::column_partial_max: argument 'bm'"));
   EXPECT_THAT(test::invalid_argument_message([&] { row_partial_dots(y, test::random_matrix(3, 5), 2); }),
-              HasSubstr("coda::ref::row_partial_dots: argument 'other': is (3 x 5) but must be (3 x 4)"));
+              HasSubstr("coda::reference::row_partial_dots: argument 'other': is (3 x 5) but must be (3 x 4)"));
   EXPECT_THAT(test::invalid_argument_message([&] { column_partial_dots(y, test::random_matrix(4, 4), 2); }),
               HasSubstr("argument 'other'"));
   EXPECT_THAT(test::invalid_argument_message([&] { row_dots(y, test::random_matrix(2, 4)); }),
-              HasSubstr("coda::ref::row_dots: argument 'other'"));
+              HasSubstr("coda::reference::row_dots: argument 'other'"));
   const SegmentReduction zero = [](int64_t, int64_t, int64_t) { return 0.0; };
   EXPECT_THAT(test::invalid_argument_message([&] { row_partials(2, 2, 0, zero); }),
-              HasSubstr("coda::ref::row_partials: argument 'bn'"));
+              HasSubstr("coda::reference::row_partials: argument 'bn'"));
   EXPECT_THAT(test::invalid_argument_message([&] { column_partials(2, 2, 0, zero); }),
-              HasSubstr("coda::ref::column_partials: argument 'bm'"));
+              HasSubstr("coda::reference::column_partials: argument 'bm'"));
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -11,7 +11,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -160,30 +160,32 @@ TEST(ReferenceRmsNorm, Validates) {
   const Matrix y = test::random_matrix(2, 3), bad = test::random_matrix(3, 3);
   const Vector g{1, 2, 3}, rows{1, 1};
   EXPECT_THAT(test::invalid_argument_message([&] { residual_rmsnorm(y, bad, g, 2); }),
-              HasSubstr("coda::ref::residual_rmsnorm: argument 'residual': is (3 x 3) but must be (2 x 3)"));
+              HasSubstr("coda::reference::residual_rmsnorm: argument 'residual': is (3 x 3) but must be (2 x 3)"));
   EXPECT_THAT(test::invalid_argument_message([&] { residual_rmsnorm(y, y, {1, 2}, 2); }),
               HasSubstr("argument 'weight': has 2 entries but must have 3"));
   EXPECT_THAT(test::invalid_argument_message([&] { residual_rmsnorm(y, y, g, 0); }), HasSubstr("argument 'bn'"));
   EXPECT_THAT(test::invalid_argument_message([&] { rstd_from_partials(y, 0, 1e-6); }),
-              HasSubstr("coda::ref::rstd_from_partials: argument 'hidden'"));
+              HasSubstr("coda::reference::rstd_from_partials: argument 'hidden'"));
   EXPECT_THAT(test::invalid_argument_message([&] { rstd_from_partials(y, 3, -1e-6); }),
               HasSubstr("argument 'eps': is -1e-06 but must be finite and >= 0"));
   EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_rstd(y, std::nan("")); }),
-              HasSubstr("coda::ref::rmsnorm_rstd: argument 'eps'"));
+              HasSubstr("coda::reference::rmsnorm_rstd: argument 'eps'"));
   EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm(y, {1}, 1e-6); }),
-              HasSubstr("coda::ref::rmsnorm: argument 'weight'"));
+              HasSubstr("coda::reference::rmsnorm: argument 'weight'"));
   EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_backward(bad, y, g, 1e-6); }),
-              HasSubstr("coda::ref::rmsnorm_backward: argument 'grad_output'"));
-  EXPECT_THAT(test::invalid_argument_message([&] { row_scale(y, {1, 2, 3}); }),
-              HasSubstr("coda::ref::row_scale: argument 'scale': has 3 entries but must have 2"));
+              HasSubstr("coda::reference::rmsnorm_backward: argument 'grad_output'"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                row_scale(y, {1, 2, 3});
+              }),
+              HasSubstr("coda::reference::row_scale: argument 'scale': has 3 entries but must have 2"));
   EXPECT_THAT(test::invalid_argument_message([&] { row_scale_backward(bad, y, rows); }),
-              HasSubstr("coda::ref::row_scale_backward: argument 'grad_output'"));
+              HasSubstr("coda::reference::row_scale_backward: argument 'grad_output'"));
   EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_backward_coefficient(y, 0); }),
               HasSubstr("argument 'hidden'"));
   const auto kernel9 = [&](const Matrix& h, const Vector& rstd, const Vector& weight, const Vector& c,
                            const Matrix& dr, int64_t bm) { residual_rmsnorm_backward(y, h, rstd, weight, c, dr, bm); };
   EXPECT_THAT(test::invalid_argument_message([&] { kernel9(bad, rows, g, rows, y, 1); }),
-              HasSubstr("coda::ref::residual_rmsnorm_backward: argument 'h'"));
+              HasSubstr("coda::reference::residual_rmsnorm_backward: argument 'h'"));
   EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, {1}, g, rows, y, 1); }), HasSubstr("argument 'rstd'"));
   EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, rows, rows, rows, y, 1); }),
               HasSubstr("argument 'weight'"));
@@ -194,4 +196,4 @@ TEST(ReferenceRmsNorm, Validates) {
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -13,7 +13,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -142,12 +142,16 @@ TEST(ReferenceRope, PermutedWeightsReproduceRotateHalfRope) {
 TEST(ReferenceRope, Validates) {
   const RopeCache cache = rope_cache(8, 4);
   const Matrix y = test::random_matrix(2, 8);
-  EXPECT_THAT(test::invalid_argument_message([&] { rope(y, {0, 8}, cache, 4, 2); }),
-              HasSubstr("coda::ref::rope: argument 'positions': positions[1] = 8 is outside [0, 8)"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                rope(y, {0, 8}, cache, 4, 2);
+              }),
+              HasSubstr("coda::reference::rope: argument 'positions': positions[1] = 8 is outside [0, 8)"));
   EXPECT_THAT(test::invalid_argument_message([&] { rope(y, {-1, 0}, cache, 4, 2); }),
               HasSubstr("argument 'positions': positions[0] = -1 is outside [0, 8)"));
-  EXPECT_THAT(test::invalid_argument_message([&] { rope_backward(y, {0, 1, 2}, cache, 4, 2); }),
-              HasSubstr("coda::ref::rope_backward: argument 'positions': has 3 entries but must have 2"));
+  EXPECT_THAT(test::invalid_argument_message([&] {
+                rope_backward(y, {0, 1, 2}, cache, 4, 2);
+              }),
+              HasSubstr("coda::reference::rope_backward: argument 'positions': has 3 entries but must have 2"));
   EXPECT_THAT(test::invalid_argument_message([&] { rope(y, {0, 1}, cache, 3, 1); }),
               HasSubstr("argument 'head_dim': is 3 but must be even"));
   EXPECT_THAT(test::invalid_argument_message([&] { rope(y, {0, 1}, cache, 0, 0); }), HasSubstr("argument 'head_dim'"));
@@ -164,18 +168,18 @@ TEST(ReferenceRope, Validates) {
   EXPECT_THAT(test::invalid_argument_message([&] { rope(y, {0, 1}, mismatched, 4, 1); }),
               HasSubstr("argument 'cache'"));
   EXPECT_THAT(test::invalid_argument_message([] { rope_cache(8, 5); }),
-              HasSubstr("coda::ref::rope_cache: argument 'head_dim': is 5"));
+              HasSubstr("coda::reference::rope_cache: argument 'head_dim': is 5"));
   EXPECT_THAT(test::invalid_argument_message([] { rope_cache(0, 4); }), HasSubstr("argument 'max_pos'"));
   EXPECT_THAT(test::invalid_argument_message([] { rope_cache(8, 4, -1.0); }), HasSubstr("argument 'theta'"));
   const Matrix w = test::random_matrix(6, 2);
   EXPECT_THAT(test::invalid_argument_message([&] { permute_rotate_half_to_interleaved(w, 3, 1); }),
-              HasSubstr("coda::ref::permute_rotate_half_to_interleaved: argument 'head_dim'"));
+              HasSubstr("coda::reference::permute_rotate_half_to_interleaved: argument 'head_dim'"));
   EXPECT_THAT(test::invalid_argument_message([&] { permute_rotate_half_to_interleaved(w, 4, 1); }),
               HasSubstr("argument 'w': has N = 6, not a multiple of head_dim = 4"));
   EXPECT_THAT(test::invalid_argument_message(
                   [] { permute_interleaved_to_rotate_half_columns(test::random_matrix(2, 8), 4, 5); }),
-              HasSubstr("coda::ref::permute_interleaved_to_rotate_half_columns: argument 'rot_heads'"));
+              HasSubstr("coda::reference::permute_interleaved_to_rotate_half_columns: argument 'rot_heads'"));
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -13,8 +13,8 @@
 
 namespace coda::test {
 
-inline std::vector<double>& elements(ref::Matrix& x) { return x.data; }
-inline std::vector<double>& elements(ref::Vector& x) { return x; }
+inline std::vector<double>& elements(reference::Matrix& x) { return x.data; }
+inline std::vector<double>& elements(reference::Vector& x) { return x; }
 
 /// d loss / d x by central differences, (loss(x + h e_i) - loss(x - h e_i)) / 2h for every element
 /// of x (a Matrix or a Vector). The error is O(h^2) truncation plus O(eps |loss| / h) rounding:
@@ -36,7 +36,7 @@ Parameter numerical_gradient(Loss&& loss, Parameter x, double step = 1e-6) {
 
 /// <a, b> over all elements: the scalar loss sum(G ⊙ f(x)) turns a matrix-valued f into something
 /// to differentiate; its gradient is f's backward applied to G.
-inline double frobenius_dot(const ref::Matrix& a, const ref::Matrix& b) {
+inline double frobenius_dot(const reference::Matrix& a, const reference::Matrix& b) {
   double sum = 0;
   for (std::size_t i = 0; i < a.data.size(); ++i) sum += a.data[i] * b.data[i];
   return sum;

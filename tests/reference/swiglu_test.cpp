@@ -14,7 +14,7 @@
 #include "reference/support.hpp"
 #include "support/random.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 namespace {
 
 using ::testing::HasSubstr;
@@ -112,17 +112,17 @@ TEST(ReferenceSwiglu, RowPartialsCoverTilesOfPairs) {
 TEST(ReferenceSwiglu, Validates) {
   const Matrix y = test::random_matrix(2, 6);
   EXPECT_THAT(test::invalid_argument_message([] { swiglu(test::random_matrix(2, 5)); }),
-              HasSubstr("coda::ref::swiglu: argument 'y': has 5 columns but must have an even number"));
+              HasSubstr("coda::reference::swiglu: argument 'y': has 5 columns but must have an even number"));
   EXPECT_THAT(test::invalid_argument_message([&] { swiglu_backward(test::random_matrix(2, 4), y, 1); }),
-              HasSubstr("coda::ref::swiglu_backward: argument 'grad_a': is (2 x 4) but must be (2 x 3)"));
+              HasSubstr("coda::reference::swiglu_backward: argument 'grad_a': is (2 x 4) but must be (2 x 3)"));
   EXPECT_THAT(test::invalid_argument_message([&] { swiglu_backward(test::random_matrix(2, 3), y, 0); }),
               HasSubstr("argument 'bn'"));
   const Matrix gate = test::random_matrix(3, 2), up = test::random_matrix(2, 2);
   EXPECT_THAT(test::invalid_argument_message([&] { interleave_gate_up(gate, up); }),
-              HasSubstr("coda::ref::interleave_gate_up: argument 'w_up': is (2 x 2) but must be (3 x 2)"));
+              HasSubstr("coda::reference::interleave_gate_up: argument 'w_up': is (2 x 2) but must be (3 x 2)"));
   EXPECT_THAT(test::invalid_argument_message([] { deinterleave_gate_up(test::random_matrix(3, 2)); }),
-              HasSubstr("coda::ref::deinterleave_gate_up: argument 'w': has 3 rows"));
+              HasSubstr("coda::reference::deinterleave_gate_up: argument 'w': has 3 rows"));
 }
 
 }  // namespace
-}  // namespace coda::ref
+}  // namespace coda::reference

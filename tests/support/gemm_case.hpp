@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 #include "coda/reference/matrix.hpp"
 
 namespace coda::test {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "coda/core/device.hpp"
@@ -36,6 +37,18 @@ class DeviceBuffer {
   /// Fill with 0xFF bytes: NaN in f32, f16 and bf16 (and e4m3/e5m2), so an element the kernel
   /// never wrote fails any error check.
   void poison() { CODA_CUDA_CHECK(cudaMemset(data_, 0xFF, bytes_)); }
+  /// Fill with pseudo-random bytes from `seed`: what a caching allocator hands out (torch.empty).
+  /// Workspaces get this before every call: no result may depend on what they held.
+  DeviceBuffer& garbage(uint64_t seed) {
+    std::vector<unsigned char> bytes(bytes_);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (unsigned char& b : bytes) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      b = static_cast<unsigned char>(x >> 24);
+    }
+    upload(bytes);
+    return *this;
+  }
 
  private:
   void* data_ = nullptr;

@@ -28,14 +28,14 @@ double uniform(double lo, double hi) { return std::uniform_real_distribution<dou
 
 int64_t uniform_int(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng()); }
 
-ref::Matrix random_matrix(int64_t rows, int64_t cols, double lo, double hi) {
-  ref::Matrix m(rows, cols);
+reference::Matrix random_matrix(int64_t rows, int64_t cols, double lo, double hi) {
+  reference::Matrix m(rows, cols);
   for (double& x : m.data) x = uniform(lo, hi);
   return m;
 }
 
-ref::Vector random_vector(int64_t n, double lo, double hi) {
-  ref::Vector v(static_cast<std::size_t>(n));
+reference::Vector random_vector(int64_t n, double lo, double hi) {
+  reference::Vector v(static_cast<std::size_t>(n));
   for (double& x : v) x = uniform(lo, hi);
   return v;
 }
@@ -61,6 +61,6 @@ TensorView HostTensor::matrix_view(int64_t b) const {
   return v;
 }
 
-ref::Matrix HostTensor::matrix(int64_t b) const { return ref::to_matrix(matrix_view(b)); }
+reference::Matrix HostTensor::matrix(int64_t b) const { return reference::to_matrix(matrix_view(b)); }
 
 }  // namespace coda::test

@@ -22,8 +22,8 @@ std::string seed_note();
 
 double uniform(double lo, double hi);
 int64_t uniform_int(int64_t lo, int64_t hi);  // inclusive
-ref::Matrix random_matrix(int64_t rows, int64_t cols, double lo = -1.0, double hi = 1.0);
-ref::Vector random_vector(int64_t n, double lo = -1.0, double hi = 1.0);
+reference::Matrix random_matrix(int64_t rows, int64_t cols, double lo = -1.0, double hi = 1.0);
+reference::Vector random_vector(int64_t n, double lo = -1.0, double hi = 1.0);
 
 /// A host tensor that owns its bytes: rows x cols (ld >= cols) of `dtype`, optionally batched.
 struct HostTensor {
@@ -35,7 +35,7 @@ struct HostTensor {
   /// Fill every element (padding too) with uniform random values in [lo, hi), rounded to dtype.
   void fill_random(double lo = -1.0, double hi = 1.0);
   /// Matrix `b` of the batch as fp64.
-  ref::Matrix matrix(int64_t b = 0) const;
+  reference::Matrix matrix(int64_t b = 0) const;
   /// View of matrix `b` of the batch (rank 2).
   TensorView matrix_view(int64_t b = 0) const;
 };

@@ -1,28 +1,113 @@
-// coda bench <what> [options]: the benchmarks of bench/, run from the command line.
+// coda bench <what> [options]: the benchmarks of bench/, run from the command line. Options are
+// checked before anything looks for a GPU.
 #include <cstdio>
+#include <string>
 #include <string_view>
 
 #include "commands.hpp"
+#include "options.hpp"
+
+#ifdef CODA_WITH_BENCHMARKS
 #include "gemm_bench.hpp"
 #include "ops_bench.hpp"
 #include "primitives_bench.hpp"
 #include "tile_timeline.hpp"
+#include "timing.hpp"
+#endif
 
 namespace coda::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: coda bench gemm [options]         coda's GEMM against cuBLAS on Transformer, square, decode and "
+    "backward shapes\n"
+    "       coda bench ops [options]          each fused op against its GEMM, cuBLAS + plain kernels and "
+    "torch.compile\n"
+    "       coda bench primitives [options]   what each epilogue primitive costs inside the GEMM\n"
+    "       coda bench timeline [options]     where a program kernel's time goes, tile by tile\n"
+    "(coda bench <what> --help: its options)\n";
+
+#ifdef CODA_WITH_BENCHMARKS
+// --warmup-ms, which every benchmark takes (bench/timing.hpp).
+void add_warmup(OptionParser& options, double* ms) {
+  options.number("--warmup-ms", ms, "run each timed piece this long before sampling it (default 100)", 0.0);
+}
+
+int run_gemm(int argc, char** argv) {
+  bench::GemmBenchOptions o;
+  std::string dtype = "bf16", tile = "automatic";
+  double warmup = -1;
+  OptionParser options("coda bench gemm", "coda's GEMM against cuBLAS, same shapes, majors and data, in one run.");
+  options.text("--set", &o.set, "NAME", "the shapes", bench::gemm_bench_sets())
+      .text("--dtype", &dtype, "TYPE", "the operands' type", {"bf16", "f16"})
+      .text("--json", &o.json, "PATH", "where the results are written (default bench_gemm.json)")
+      .text("--tile", &tile, "NAME", "force a tile configuration",
+            {"automatic", "m128n256", "m256n128", "m128n128", "m64n256", "pingpong_m128n128"})
+      .integer("--split", &o.forced.split_k, "split K into N segments (0: the heuristic; needs a workspace)", 0, 64)
+      .integer("--raster", &o.forced.raster_group, "tile-order group height in cluster rows (0: default)", 0, 1 << 20)
+      .integer("--max-ctas", &o.forced.max_ctas, "cap the persistent grid (0: every SM)", 0, 1 << 20);
+  add_warmup(options, &warmup);
+  if (const auto exit = options.parse(argc, argv)) return *exit;
+  o.dtype = dtype == "f16" ? DType::f16 : DType::bf16;
+  for (GemmTile t :
+       {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256, GemmTile::pingpong_m128n128})
+    if (name(t) == tile) o.forced.tile = t;
+  if (warmup >= 0) bench::set_warmup_ms(warmup);
+  return bench::gemm_benchmark(o);
+}
+
+int run_ops(int argc, char** argv) {
+  std::string json = "bench_ops.json";
+  double warmup = -1;
+  OptionParser options("coda bench ops",
+                       "Each fused op against coda's GEMM of the same shape, cuBLAS alone, cuBLAS + plain CUDA kernels "
+                       "and torch.compile's time (docs/performance.md), in one run.");
+  options.text("--json", &json, "PATH", "where the results are written (default bench_ops.json)");
+  add_warmup(options, &warmup);
+  if (const auto exit = options.parse(argc, argv)) return *exit;
+  if (warmup >= 0) bench::set_warmup_ms(warmup);
+  return bench::ops_benchmark(json);
+}
+
+// primitives and timeline: no options but --warmup-ms.
+template <int (*Benchmark)()>
+int run_plain(const char* command, const char* summary, int argc, char** argv) {
+  double warmup = -1;
+  OptionParser options(command, summary);
+  add_warmup(options, &warmup);
+  if (const auto exit = options.parse(argc, argv)) return *exit;
+  if (warmup >= 0) bench::set_warmup_ms(warmup);
+  return Benchmark();
+}
+#endif
+
+}  // namespace
 
 int bench(int argc, char** argv) {
-  if (argc >= 2 && std::string_view(argv[1]) == "gemm") return coda::bench::gemm_benchmark(argc - 1, argv + 1);
-  if (argc >= 2 && std::string_view(argv[1]) == "ops") return coda::bench::ops_benchmark(argc - 1, argv + 1);
-  if (argc >= 2 && std::string_view(argv[1]) == "primitives")
-    return coda::bench::primitives_benchmark(argc - 1, argv + 1);
-  if (argc >= 2 && std::string_view(argv[1]) == "timeline") return coda::bench::timeline_benchmark(argc - 1, argv + 1);
-  std::fprintf(stderr,
-               "usage: coda bench gemm [--set transformer|square|decode|backward|quick|all] [--dtype bf16|f16]"
-               " [--tile NAME] [--split N] [--raster N] [--max-ctas N] [--json PATH] [--warmup-ms MS]\n"
-               "       coda bench ops [--json PATH] [--warmup-ms MS]\n"
-               "       coda bench primitives\n"
-               "       coda bench timeline\n");
+  const std::string_view what = argc >= 2 ? argv[1] : "";
+  if (what == "-h" || what == "--help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+#ifdef CODA_WITH_BENCHMARKS
+  if (what == "gemm") return run_gemm(argc - 1, argv + 1);
+  if (what == "ops") return run_ops(argc - 1, argv + 1);
+  if (what == "primitives")
+    return run_plain<bench::primitives_benchmark>(
+        "coda bench primitives", "What each epilogue primitive class costs inside the GEMM.", argc - 1, argv + 1);
+  if (what == "timeline")
+    return run_plain<bench::timeline_benchmark>(
+        "coda bench timeline", "Where a program kernel's time goes, tile by tile (MMA, epilogue, slack, clock).",
+        argc - 1, argv + 1);
+  if (!what.empty()) std::fprintf(stderr, "coda bench: unknown benchmark '%s'\n", argv[1]);
+  std::fprintf(stderr, "%s", kUsage);
   return 2;
+#else
+  std::fprintf(stderr,
+               "coda bench: this build of coda has no benchmarks (configure with -DCODA_BUILD_BENCHMARKS=ON: the "
+               "test preset does, `cmake --workflow --preset test`)\n");
+  return 2;
+#endif
 }
 
 }  // namespace coda::cli

@@ -2,7 +2,7 @@
 // kernel), for the GPU suite and for the CPU path.
 //
 //   CheckTable table;
-//   SectionChecks swiglu(table, "SwiGLU (2)");
+//   SectionChecks swiglu(table, "SwiGLU");
 //   swiglu.add("interleaved weight == silu(gate) * up", error, /*limit=*/1e-12);
 //   table.print();                       // kernel | check | error | limit | result [| note]
 //   return table.failures() == 0 ? 0 : 1;

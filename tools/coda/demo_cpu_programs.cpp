@@ -1,5 +1,5 @@
 // coda demo's CPU path, first part of each kernel's section: the kernel's epilogue program (the
-// same source the GPU runs) on the CPU executor, ref::run_epilogue: fp32 math on the accumulators
+// same source the GPU runs) on the CPU executor, reference::run_epilogue: fp32 math on the accumulators
 // of an fp64 reference GEMM rounded to fp32, over parts of the GPU's part shape. Its outputs go
 // to host arrays of the types the GPU writes, poisoned until written, and are checked against the
 // fp64 reference function.
@@ -32,12 +32,12 @@ namespace {
 
 using epilogue::kPartCols;
 using epilogue::kPartRows;
-using ref::relative_error;
+using reference::relative_error;
 
 // The part one program call sees on the GPU (parts.hpp). The problems below are larger than one
 // part and no multiple of it, so every program sees whole and cut parts, and its reductions leave
 // several partials per row or column to combine.
-constexpr ref::PartShape kPart{kPartRows, kPartCols};
+constexpr reference::PartShape kPart{kPartRows, kPartCols};
 constexpr int64_t kRows = 100;
 
 // Limits. Outputs stored as bf16: fp32 math, then one rounding to bf16 (2^-9 relative at most,
@@ -56,20 +56,20 @@ class HostArray {
       : dtype_(dtype), rows_(rows), cols_(cols), bytes_(std::size_t(rows * cols) * size_of(dtype), 0xFF) {}
 
   /// `values` rounded to `dtype`: an input, as the GPU would read it.
-  static HostArray of(const ref::Matrix& values, DType dtype) {
+  static HostArray of(const reference::Matrix& values, DType dtype) {
     HostArray array(dtype, values.rows, values.cols);
-    ref::store(values, array.view());
+    reference::store(values, array.view());
     return array;
   }
   /// One row: a per-column vector (bias, weight) or a per-row one (rstd, positions, targets).
-  static HostArray of(const ref::Vector& values, DType dtype) {
-    ref::Matrix row(1, int64_t(values.size()));
+  static HostArray of(const reference::Vector& values, DType dtype) {
+    reference::Matrix row(1, int64_t(values.size()));
     row.data = values;
     return of(row, dtype);
   }
 
-  ref::Matrix matrix() const { return ref::to_matrix(view()); }
-  ref::Vector values() const { return matrix().data; }
+  reference::Matrix matrix() const { return reference::to_matrix(view()); }
+  reference::Vector values() const { return matrix().data; }
 
   epilogue::TileIn tile_in() const { return {.data = bytes_.data(), .dtype = dtype_, .ld = cols_}; }
   epilogue::TileOut tile_out() { return {.data = bytes_.data(), .dtype = dtype_, .ld = cols_}; }
@@ -89,7 +89,9 @@ class HostArray {
   std::vector<unsigned char> bytes_;
 };
 
-ref::Vector as_values(const std::vector<int32_t>& indices) { return ref::Vector(indices.begin(), indices.end()); }
+reference::Vector as_values(const std::vector<int32_t>& indices) {
+  return reference::Vector(indices.begin(), indices.end());
+}
 
 }  // namespace
 
@@ -97,70 +99,71 @@ ref::Vector as_values(const std::vector<int32_t>& indices) { return ref::Vector(
 // it: dX and the bias gradient as column partials, as cuBLASLt's DGELU_BGRAD.
 void bias_activation_programs(SectionChecks& t) {
   const int64_t cols = 300;
-  const ref::Activation gelu = ref::Activation::gelu_tanh();
+  const reference::Activation gelu = reference::Activation::gelu_tanh();
   const epilogue::ActivationFunction program_gelu{.kind = epilogue::Activation::gelu_tanh};
-  const ref::Matrix y = random_gemm_output(kRows, cols);
+  const reference::Matrix y = random_gemm_output(kRows, cols);
   const HostArray bias = HostArray::of(random_vector(cols), DType::f32);
   HostArray pre(DType::f32, kRows, cols), out(DType::bf16, kRows, cols);
-  ref::run_epilogue(epilogue::LinearCombination{.column_bias = bias.row_vector(),
-                                                .activation = program_gelu,
-                                                .pre_activation = pre.tile_out(),
-                                                .out = out.tile_out()},
-                    y, 0, kPart);
-  const ref::BiasActivation want = ref::bias_activation(y, ref::Bias::per_column(bias.values()), gelu);
+  reference::run_epilogue(epilogue::LinearCombination{.column_bias = bias.row_vector(),
+                                                      .activation = program_gelu,
+                                                      .pre_activation = pre.tile_out(),
+                                                      .out = out.tile_out()},
+                          y, 0, kPart);
+  const reference::BiasActivation want =
+      reference::bias_activation(y, reference::Bias::per_column(bias.values()), gelu);
   t.add("LinearCombination program: gelu(Y + b) == fp64, bf16", relative_error(out.matrix(), want.output),
         kBf16Output);
 
-  const ref::Matrix grad_out = random_gemm_output(kRows, cols);  // dOut W: the backward GEMM's output
+  const reference::Matrix grad_out = random_gemm_output(kRows, cols);  // dOut W: the backward GEMM's output
   HostArray grad(DType::bf16, kRows, cols), bias_grad(DType::f32, part_count(kRows, kPartRows), cols);
-  ref::run_epilogue(epilogue::ActivationBackward{.pre_activation = pre.tile_in(),
-                                                 .activation = program_gelu,
-                                                 .out = grad.tile_out(),
-                                                 .bias_gradient = bias_grad.partials()},
-                    grad_out, 0, kPart);
-  const ref::Matrix want_grad = ref::activation_backward(grad_out, want.pre_activation, gelu);
+  reference::run_epilogue(epilogue::ActivationBackward{.pre_activation = pre.tile_in(),
+                                                       .activation = program_gelu,
+                                                       .out = grad.tile_out(),
+                                                       .bias_gradient = bias_grad.partials()},
+                          grad_out, 0, kPart);
+  const reference::Matrix want_grad = reference::activation_backward(grad_out, want.pre_activation, gelu);
   t.add("ActivationBackward program: dY == fp64, bf16", relative_error(grad.matrix(), want_grad), kBf16Output);
   t.add("its bias-gradient partials, combined == fp64",
-        relative_error(ref::combine_column_partials(bias_grad.matrix(), ref::Combine::sum),
-                       ref::bias_gradient(want_grad, ref::Bias::Kind::per_column)),
+        relative_error(reference::combine_column_partials(bias_grad.matrix(), reference::Combine::sum),
+                       reference::bias_gradient(want_grad, reference::Bias::Kind::per_column)),
         kF32);
 }
 
 // Q and K heads rotated, the V head passing through (a fused QKV projection).
 void rope_program(SectionChecks& t) {
   const int64_t head_dim = 64, heads = 5, rotated_heads = 4, max_pos = 512;
-  const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
+  const reference::RopeCache cache = reference::rope_cache(max_pos, head_dim);
   const HostArray cos = HostArray::of(cache.cos, DType::f32), sin = HostArray::of(cache.sin, DType::f32);
   const std::vector<int32_t> positions = random_indices(kRows, max_pos);
   const HostArray position_column = HostArray::of(as_values(positions), DType::i32);
-  const ref::Matrix y = random_gemm_output(kRows, heads * head_dim);
+  const reference::Matrix y = random_gemm_output(kRows, heads * head_dim);
   HostArray out(DType::bf16, kRows, heads * head_dim);
-  ref::run_epilogue(epilogue::Rope{.positions = position_column.column_vector(),
-                                   .cos = cos.table(),
-                                   .sin = sin.table(),
-                                   .head_dim = Divisor(int32_t(head_dim)),
-                                   .rotated_heads = int32_t(rotated_heads),
-                                   .out = out.tile_out()},
-                    y, 0, kPart);
+  reference::run_epilogue(epilogue::Rope{.positions = position_column.column_vector(),
+                                         .cos = cos.table(),
+                                         .sin = sin.table(),
+                                         .head_dim = Divisor(int32_t(head_dim)),
+                                         .rotated_heads = int32_t(rotated_heads),
+                                         .out = out.tile_out()},
+                          y, 0, kPart);
   t.add("Rope program (4 of 5 heads rotated) == fp64, bf16",
-        relative_error(out.matrix(), ref::rope(y, positions, cache, head_dim, rotated_heads)), kBf16Output);
+        relative_error(out.matrix(), reference::rope(y, positions, cache, head_dim, rotated_heads)), kBf16Output);
 }
 
 void swiglu_program(SectionChecks& t) {
   const int64_t f = 300;
-  const ref::Matrix y = random_gemm_output(kRows, 2 * f);  // gate and up interleaved
+  const reference::Matrix y = random_gemm_output(kRows, 2 * f);  // gate and up interleaved
   HostArray out(DType::bf16, kRows, f), pre(DType::bf16, kRows, 2 * f);
-  ref::run_epilogue(epilogue::Swiglu{.out = out.tile_out(), .pre_activation = pre.tile_out()}, y, 0, kPart);
+  reference::run_epilogue(epilogue::Swiglu{.out = out.tile_out(), .pre_activation = pre.tile_out()}, y, 0, kPart);
   t.add("Swiglu program: out and the saved Y == fp64, bf16",
-        std::max(relative_error(out.matrix(), ref::swiglu(y)), relative_error(pre.matrix(), y)), kBf16Output);
+        std::max(relative_error(out.matrix(), reference::swiglu(y)), relative_error(pre.matrix(), y)), kBf16Output);
 }
 
 // The partials of every part, then the reference's finish, against the loss straight from the
 // logits, with every loss option on and an ignored row.
 void cross_entropy_program(SectionChecks& t) {
   const int64_t vocab = 1000;
-  const ref::CrossEntropyOptions options = full_loss_options();
-  const ref::Matrix logits = random_gemm_output(kRows, vocab);
+  const reference::CrossEntropyOptions options = full_loss_options();
+  const reference::Matrix logits = random_gemm_output(kRows, vocab);
   std::vector<int32_t> targets = random_indices(kRows, vocab);
   targets[1] = options.ignore_index;
   const HostArray target_column = HostArray::of(as_values(targets), DType::i32);
@@ -172,49 +175,49 @@ void cross_entropy_program(SectionChecks& t) {
                                          .row_sums = row_sums.partials(),
                                          .softcap = float(options.softcap)};
   program.target_logit.tile_stride = 0;  // one slot per row, written by the part holding the target
-  ref::run_epilogue(program, logits, 0, kPart);
+  reference::run_epilogue(program, logits, 0, kPart);
 
-  const ref::CrossEntropyPartials want = ref::cross_entropy_partials(logits, targets, kPartCols, options);
+  const reference::CrossEntropyPartials want = reference::cross_entropy_partials(logits, targets, kPartCols, options);
   t.add("CrossEntropyPartials program: lse, row sums == fp64",
         std::max(relative_error(lse.matrix(), want.lse), relative_error(row_sums.matrix(), want.row_sums)), kF32);
   // The ignored row's target slot stays unwritten (NaN): the finish skips ignored rows.
-  const ref::CrossEntropyLoss finished = ref::cross_entropy_finish(
+  const reference::CrossEntropyLoss finished = reference::cross_entropy_finish(
       {.lse = lse.matrix(), .row_sums = row_sums.matrix(), .target_logit = target_logit.values()}, targets, vocab,
       options);
-  const ref::CrossEntropyLoss direct = ref::cross_entropy(logits, targets, options);
+  const reference::CrossEntropyLoss direct = reference::cross_entropy(logits, targets, options);
   t.add("its partials + finish == direct loss",
         std::max(relative_error(finished.per_row, direct.per_row),
-                 relative_error(ref::Vector{*finished.reduced}, ref::Vector{*direct.reduced})),
+                 relative_error(reference::Vector{*finished.reduced}, reference::Vector{*direct.reduced})),
         kF32);
 }
 
 // Kernel 4 (H = X W1^T + R, its sum-of-squares partials, U = H g), the rstd reduction, then
-// kernel 5 (Z = rstd (U W2^T)) on the U it stored: RMSNorm(H) W2^T without normalizing H.
+// the row scale (Z = rstd (U W2^T)) on the U it stored: RMSNorm(H) W2^T without normalizing H.
 void rmsnorm_programs(SectionChecks& t) {
   const int64_t k = 64, hidden = 300, n2 = 200;
-  const ref::GemmRmsNormGemm layer = random_layer(kRows, k, hidden, n2);
+  const reference::GemmRmsNormGemm layer = random_layer(kRows, k, hidden, n2);
   const HostArray residual = HostArray::of(layer.residual, DType::bf16);
   const HostArray weight = HostArray::of(layer.norm_weight, DType::f32);
   HostArray h(DType::bf16, kRows, hidden), u(DType::bf16, kRows, hidden);
   HostArray sum_squares(DType::f32, kRows, part_count(hidden, kPartCols));
-  const ref::Matrix y = ref::gemm(layer.x, Major::k, layer.w1, Major::k);
-  ref::run_epilogue(epilogue::ResidualRmsNorm{.residual = residual.tile_in(),
-                                              .residual_out = h.tile_out(),
-                                              .sum_squares = sum_squares.partials(),
-                                              .weight = weight.row_vector(),
-                                              .out = u.tile_out()},
-                    y, 0, kPart);
-  const ref::ResidualRmsNorm k4 = ref::residual_rmsnorm(y, layer.residual, layer.norm_weight, kPartCols);
+  const reference::Matrix y = reference::gemm(layer.x, Major::k, layer.w1, Major::k);
+  reference::run_epilogue(epilogue::ResidualRmsNorm{.residual = residual.tile_in(),
+                                                    .residual_out = h.tile_out(),
+                                                    .sum_squares = sum_squares.partials(),
+                                                    .weight = weight.row_vector(),
+                                                    .out = u.tile_out()},
+                          y, 0, kPart);
+  const reference::ResidualRmsNorm first = reference::residual_rmsnorm(y, layer.residual, layer.norm_weight, kPartCols);
   t.add("ResidualRmsNorm program: H, U == fp64, bf16",
-        std::max(relative_error(h.matrix(), k4.residual), relative_error(u.matrix(), k4.weighted)), kBf16Output);
+        std::max(relative_error(h.matrix(), first.residual), relative_error(u.matrix(), first.weighted)), kBf16Output);
 
-  const ref::GemmRmsNormGemmForward want = ref::gemm_rmsnorm_gemm_forward_fused(layer, kPartCols);
-  const ref::Vector rstd = ref::rstd_from_partials(sum_squares.matrix(), hidden, layer.eps);
+  const reference::GemmRmsNormGemmForward want = reference::gemm_rmsnorm_gemm_forward_fused(layer, kPartCols);
+  const reference::Vector rstd = reference::rstd_from_partials(sum_squares.matrix(), hidden, layer.eps);
   t.add("rstd from its sum-of-squares partials == fp64", relative_error(rstd, want.rstd), kF32);
   const HostArray rstd_column = HostArray::of(rstd, DType::f32);
   HostArray z(DType::bf16, kRows, n2);
-  ref::run_epilogue(epilogue::RowScale{.scale = rstd_column.column_vector(), .out = z.tile_out()},
-                    ref::gemm(u.matrix(), Major::k, layer.w2, Major::k), 0, kPart);
+  reference::run_epilogue(epilogue::RowScale{.scale = rstd_column.column_vector(), .out = z.tile_out()},
+                          reference::gemm(u.matrix(), Major::k, layer.w2, Major::k), 0, kPart);
   // U was stored as bf16 before the second GEMM: two roundings reach Z, each ~1e-3.
   t.add("RowScale program on U W2^T: Z == reparameterized forward",
         relative_error(z.matrix(), want.output), kBf16Output);

@@ -2,6 +2,8 @@
 // then each fused op (demo_gpu_ops.cpp), every one checked against the fp64 reference on sampled
 // rows, then timed against cuBLAS on the same data. Also the helpers all sections share
 // (demo_gpu.hpp).
+#include "demo_gpu.hpp"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,11 +13,10 @@
 #include <vector>
 
 #include "coda/core/device.hpp"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 #include "coda/reference/gemm.hpp"
 #include "coda/reference/matrix.hpp"
 #include "demo.hpp"
-#include "demo_gpu.hpp"
 #include "device_fill.hpp"
 #include "timing.hpp"
 
@@ -47,29 +48,29 @@ DeviceMatrix DeviceMatrix::poisoned(DType dtype, int64_t rows, int64_t cols, cud
   return m;
 }
 
-DeviceMatrix DeviceMatrix::of(const ref::Matrix& values, DType dtype, cudaStream_t stream) {
+DeviceMatrix DeviceMatrix::of(const reference::Matrix& values, DType dtype, cudaStream_t stream) {
   DeviceMatrix m(dtype, values.rows, values.cols);
   std::vector<unsigned char> host(m.bytes());
-  ref::store(values, TensorView::matrix(host.data(), dtype, m.rows_, m.cols_, m.ld_));
+  reference::store(values, TensorView::matrix(host.data(), dtype, m.rows_, m.cols_, m.ld_));
   CODA_CUDA_CHECK(cudaMemcpyAsync(m.memory_.get(), host.data(), host.size(), cudaMemcpyHostToDevice, stream));
   CODA_CUDA_CHECK(cudaStreamSynchronize(stream));  // `host` goes out of scope
   return m;
 }
 
-ref::Matrix DeviceMatrix::download() const {
+reference::Matrix DeviceMatrix::download() const {
   std::vector<unsigned char> host(bytes());
   CODA_CUDA_CHECK(cudaMemcpy(host.data(), memory_.get(), host.size(), cudaMemcpyDeviceToHost));
-  return ref::to_matrix(TensorView::matrix(host.data(), dtype_, rows_, cols_, ld_));
+  return reference::to_matrix(TensorView::matrix(host.data(), dtype_, rows_, cols_, ld_));
 }
 
-ref::Matrix DeviceMatrix::download_rows(const std::vector<int64_t>& which) const {
+reference::Matrix DeviceMatrix::download_rows(const std::vector<int64_t>& which) const {
   const std::size_t row_bytes = std::size_t(cols_) * size_of(dtype_), pitch = std::size_t(ld_) * size_of(dtype_);
   std::vector<unsigned char> host(which.size() * row_bytes);
   for (std::size_t i = 0; i < which.size(); ++i)
     CODA_CUDA_CHECK(cudaMemcpy(host.data() + i * row_bytes,
                                static_cast<const unsigned char*>(memory_.get()) + std::size_t(which[i]) * pitch,
                                row_bytes, cudaMemcpyDeviceToHost));
-  return ref::to_matrix(TensorView::matrix(host.data(), dtype_, int64_t(which.size()), cols_));
+  return reference::to_matrix(TensorView::matrix(host.data(), dtype_, int64_t(which.size()), cols_));
 }
 
 std::vector<int64_t> sampled_rows(int64_t m) {
@@ -82,16 +83,16 @@ std::vector<int64_t> sampled_rows(int64_t m) {
   return rows;
 }
 
-ref::Matrix rows_of(const ref::Matrix& m, const std::vector<int64_t>& rows) {
-  ref::Matrix selected(int64_t(rows.size()), m.cols);
+reference::Matrix rows_of(const reference::Matrix& m, const std::vector<int64_t>& rows) {
+  reference::Matrix selected(int64_t(rows.size()), m.cols);
   for (std::size_t i = 0; i < rows.size(); ++i)
     std::copy(m.row(rows[i]), m.row(rows[i]) + m.cols, selected.row(int64_t(i)));
   return selected;
 }
 
-double sampled_error(const ref::Matrix& got, const std::vector<int64_t>& rows, const ref::Matrix& want) {
+double sampled_error(const reference::Matrix& got, const std::vector<int64_t>& rows, const reference::Matrix& want) {
   if (std::any_of(got.data.begin(), got.data.end(), [](double v) { return std::isnan(v); })) return INFINITY;
-  return ref::relative_error(rows_of(got, rows), want);
+  return reference::relative_error(rows_of(got, rows), want);
 }
 
 namespace {
@@ -196,8 +197,8 @@ void gemm_section(SectionChecks& checks) {
     gpu.synchronize();  // the downloads below run on another stream
 
     const std::vector<int64_t> rows = sampled_rows(s.m);
-    const double error =
-        ref::relative_error(c.download_rows(rows), ref::gemm_rows(a.download(), s.a, b.download(), s.b, rows));
+    const double error = reference::relative_error(c.download_rows(rows),
+                                                   reference::gemm_rows(a.download(), s.a, b.download(), s.b, rows));
     const std::string plan_text =
         std::string(name(plan.tile)) + (plan.split_k > 1 ? formatted(" split-K %d", plan.split_k) : "");
     checks.add(formatted("%-7s %5lldx%5lldx%5lld  A:%s B:%s  %-19s", s.label, (long long)s.m, (long long)s.n,
@@ -214,10 +215,10 @@ std::string gpu_note_heading() { return "coda ms  TFLOP/s  cuBLAS ms  TFLOP/s  c
 const std::vector<DemoSection>& gpu_sections() {
   static const std::vector<DemoSection> sections{
       {"GEMM bf16", gemm_section},
-      {"SwiGLU (2)", gpu::swiglu_section},
-      {"RoPE (1)", gpu::rope_section},
-      {"residual + RMSNorm (4, 5)", gpu::rmsnorm_section},
-      {"cross-entropy (3)", gpu::cross_entropy_section},
+      {"SwiGLU", gpu::swiglu_section},
+      {"RoPE", gpu::rope_section},
+      {"residual + RMSNorm", gpu::rmsnorm_section},
+      {"cross-entropy", gpu::cross_entropy_section},
   };
   return sections;
 }

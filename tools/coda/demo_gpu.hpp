@@ -16,7 +16,7 @@
 
 #include "coda/core/dtype.hpp"
 #include "coda/core/tensor.hpp"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 #include "coda/reference/matrix.hpp"
 #include "cublas_gemm.hpp"
 #include "demo.hpp"
@@ -41,13 +41,13 @@ class DeviceMatrix {
   /// Every byte 0xFF (NaN in every float type): an element an op never writes reads back as NaN.
   static DeviceMatrix poisoned(DType dtype, int64_t rows, int64_t cols, cudaStream_t stream);
   /// `values` rounded to `dtype` (i32 for positions and targets), copied before this returns.
-  static DeviceMatrix of(const ref::Matrix& values, DType dtype, cudaStream_t stream);
+  static DeviceMatrix of(const reference::Matrix& values, DType dtype, cudaStream_t stream);
 
   TensorView view() const { return TensorView::matrix(memory_.get(), dtype_, rows_, cols_, ld_); }
   TensorView vector_view() const { return TensorView::vector(memory_.get(), dtype_, cols_); }
   /// The values, once the work that writes them is done (the copy runs on the default stream).
-  ref::Matrix download() const;
-  ref::Matrix download_rows(const std::vector<int64_t>& which) const;
+  reference::Matrix download() const;
+  reference::Matrix download_rows(const std::vector<int64_t>& which) const;
 
  private:
   DeviceMatrix(DType dtype, int64_t rows, int64_t cols);
@@ -61,10 +61,10 @@ class DeviceMatrix {
 /// Rows 0 and M-1 and an even spread between them: the rows checked against the fp64 reference.
 std::vector<int64_t> sampled_rows(int64_t m);
 /// Those rows of `m`, in order.
-ref::Matrix rows_of(const ref::Matrix& m, const std::vector<int64_t>& rows);
+reference::Matrix rows_of(const reference::Matrix& m, const std::vector<int64_t>& rows);
 /// The relative error of `got`'s rows `rows` against `want` (the reference of those rows, in
 /// order); +inf when any element of `got` is NaN, poison that the op never overwrote.
-double sampled_error(const ref::Matrix& got, const std::vector<int64_t>& rows, const ref::Matrix& want);
+double sampled_error(const reference::Matrix& got, const std::vector<int64_t>& rows, const reference::Matrix& want);
 
 template <class... Values>
 std::string formatted(const char* format, Values... values) {

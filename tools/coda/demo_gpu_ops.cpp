@@ -47,8 +47,8 @@ std::vector<int32_t> random_indices(int64_t rows, int64_t classes, uint64_t seed
   return indices;
 }
 
-ref::Matrix one_row(const std::vector<int32_t>& values) {
-  ref::Matrix row(1, int64_t(values.size()));
+reference::Matrix one_row(const std::vector<int32_t>& values) {
+  reference::Matrix row(1, int64_t(values.size()));
   row.data.assign(values.begin(), values.end());
   return row;
 }
@@ -60,15 +60,15 @@ std::vector<int32_t> at_rows(const std::vector<int32_t>& values, const std::vect
 }
 
 // A per-row vector (rstd, losses) as a column, so that sampled_error picks its sampled rows.
-ref::Matrix as_column(const ref::Vector& values) {
-  ref::Matrix column(int64_t(values.size()), 1);
+reference::Matrix as_column(const reference::Vector& values) {
+  reference::Matrix column(int64_t(values.size()), 1);
   column.data = values;
   return column;
 }
 
 // The fp64 X W^T on the sampled rows: the accumulators of an op's GEMM.
-ref::Matrix reference_gemm(const DeviceMatrix& x, const DeviceMatrix& w, const std::vector<int64_t>& rows) {
-  return ref::gemm_rows(x.download(), Major::k, w.download(), Major::k, rows);
+reference::Matrix reference_gemm(const DeviceMatrix& x, const DeviceMatrix& w, const std::vector<int64_t>& rows) {
+  return reference::gemm_rows(x.download(), Major::k, w.download(), Major::k, rows);
 }
 
 // X W^T into `y` (bf16): a fused op's GEMM alone, for its timing.
@@ -91,7 +91,7 @@ void swiglu_section(SectionChecks& checks) {
 
   const std::vector<int64_t> rows = sampled_rows(kTokens);
   checks.add(label(kTokens, 2 * f, kWidth, "O = silu(gate) * up"),
-             sampled_error(out.download(), rows, ref::swiglu(reference_gemm(x, w, rows))), kBf16OutputLimit,
+             sampled_error(out.download(), rows, reference::swiglu(reference_gemm(x, w, rows))), kBf16OutputLimit,
              gpu.timing_note(fused, {plain_gemm(x, w, y)}, kFusedTiming, /*fused=*/true));
 }
 
@@ -100,7 +100,7 @@ void rope_section(SectionChecks& checks) {
   GpuContext gpu;
   const int head_dim = 128, heads = 24, rotated_heads = 20, max_pos = 4096;
   const int64_t n = heads * head_dim;
-  const ref::RopeCache cache = ref::rope_cache(max_pos, head_dim);
+  const reference::RopeCache cache = reference::rope_cache(max_pos, head_dim);
   const DeviceMatrix cos = DeviceMatrix::of(cache.cos, DType::f32, gpu.stream());
   const DeviceMatrix sin = DeviceMatrix::of(cache.sin, DType::f32, gpu.stream());
   const std::vector<int32_t> positions = random_indices(kTokens, max_pos, 3);
@@ -117,14 +117,14 @@ void rope_section(SectionChecks& checks) {
   gpu.synchronize();
 
   const std::vector<int64_t> rows = sampled_rows(kTokens);
-  const ref::Matrix want =
-      ref::rope(reference_gemm(x, w, rows), at_rows(positions, rows), cache, head_dim, rotated_heads);
+  const reference::Matrix want =
+      reference::rope(reference_gemm(x, w, rows), at_rows(positions, rows), cache, head_dim, rotated_heads);
   checks.add(label(kTokens, n, kWidth, formatted("%d of %d heads rotated", rotated_heads, heads).c_str()),
              sampled_error(out.download(), rows, want), kBf16OutputLimit,
              gpu.timing_note(fused, {plain_gemm(x, w, y)}, kFusedTiming, /*fused=*/true));
 }
 
-// Kernel 4 (H = X W1^T + R, U = H g, rstd), then kernel 5 (Z = rstd (U W2^T)), against the plain
+// Residual + RMSNorm (H = X W1^T + R, U = H g, rstd), then the row scale (Z = rstd (U W2^T)), against the plain
 // forward: RMSNorm(H) g, then the GEMM.
 void rmsnorm_section(SectionChecks& checks) {
   GpuContext gpu;
@@ -153,10 +153,11 @@ void rmsnorm_section(SectionChecks& checks) {
   gpu.synchronize();
 
   const std::vector<int64_t> rows = sampled_rows(kTokens);
-  const ref::Vector g = weight.download().data;
-  const ref::GemmRmsNormGemmForward want = ref::gemm_rmsnorm_gemm_forward(
+  const reference::Vector g = weight.download().data;
+  const reference::GemmRmsNormGemmForward want = reference::gemm_rmsnorm_gemm_forward(
       {rows_of(x.download(), rows), w1.download(), rows_of(residual.download(), rows), g, w2.download(), eps});
-  const ref::Matrix want_u = ref::linear_combination(want.residual_out, ref::Scale::per_column(g));  // H g
+  const reference::Matrix want_u =
+      reference::linear_combination(want.residual_out, reference::Scale::per_column(g));  // H g
   checks.add(label(kTokens, hidden, kWidth, "H = X W1^T + R, U = H g"),
              std::max(sampled_error(h.download(), rows, want.residual_out), sampled_error(u.download(), rows, want_u)),
              kBf16OutputLimit);
@@ -194,9 +195,10 @@ void cross_entropy_section(SectionChecks& checks) {
   gpu.synchronize();
 
   const std::vector<int64_t> rows = sampled_rows(kTokens);
-  const ref::CrossEntropyLoss want = ref::cross_entropy(
-      reference_gemm(x, w, rows), at_rows(targets, rows),
-      {.label_smoothing = options.label_smoothing, .z_loss = options.z_loss, .reduction = ref::LossReduction::none});
+  const reference::CrossEntropyLoss want = reference::cross_entropy(reference_gemm(x, w, rows), at_rows(targets, rows),
+                                                                    {.label_smoothing = options.label_smoothing,
+                                                                     .z_loss = options.z_loss,
+                                                                     .reduction = reference::LossReduction::none});
   const std::string what = formatted("loss per row (smoothing %g, z-loss %g)", options.label_smoothing, options.z_loss);
   checks.add(label(kTokens, vocab, kWidth, what.c_str()),
              sampled_error(as_column(loss.download().data), rows, as_column(want.per_row)), kLossLimit,

@@ -2,17 +2,23 @@
 #include <cstdio>
 #include <string>
 
+#include "coda/coda.h"
 #include "coda/core/device.hpp"
 #include "commands.hpp"
+#include "options.hpp"
 
 namespace coda::cli {
 
-int info(int, char**) {
-  std::printf("coda 0.1.0 (kernels built for sm_90a)\n");
+int info(int argc, char** argv) {
+  const OptionParser options("coda info",
+                             "List the CUDA devices this process sees and whether coda's kernels run on "
+                             "them (sm_90: H100, H200).");
+  if (const auto exit = options.parse(argc, argv)) return *exit;
+  std::printf("coda %s (kernels built for sm_90a)\n", coda_version());
   std::string why;
   const auto devices = list_devices(&why);
   if (devices.empty()) {
-    std::printf("no CUDA device (%s)\n", why.c_str());
+    std::printf("no CUDA device: %s\n", why.c_str());
     return 0;
   }
   for (const DeviceInfo& d : devices) {

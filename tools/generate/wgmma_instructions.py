@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes include/coda/arch/sm90/wgmma_instructions.cuh: one inline-PTX wrapper per wgmma shape.
+"""Writes include/coda/sm90/wgmma_instructions.cuh: one inline-PTX wrapper per wgmma shape.
 
 wgmma.mma_async takes every accumulator register as a separate operand (up to 128 for n256), which
 no one should write by hand. Run from the repository root after changing the list of shapes:
@@ -59,7 +59,7 @@ namespace coda::sm90 {
 
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
-    out = root / "include/coda/arch/sm90/wgmma_instructions.cuh"
+    out = root / "include/coda/sm90/wgmma_instructions.cuh"
     out.write_text(HEADER + "\n\n".join(wrapper(n) for n in SHAPES) + "\n\n}  // namespace coda::sm90\n")
     print("wrote", out)
 

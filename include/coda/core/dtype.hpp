@@ -19,7 +19,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string_view>
+
+#include "coda/core/api.hpp"
 
 namespace coda {
 
@@ -39,7 +42,9 @@ constexpr std::size_t size_of(DType t) {
 }
 
 /// Lower-case name as users write it ("bf16", "e4m3", ...).
-std::string_view name(DType t);
+CODA_API std::string_view name(DType t);
+/// Writes name(t).
+CODA_API std::ostream& operator<<(std::ostream& out, DType t);
 
 constexpr bool is_fp8(DType t) { return t == DType::e4m3 || t == DType::e5m2; }
 constexpr bool is_16bit_float(DType t) { return t == DType::f16 || t == DType::bf16; }
@@ -47,21 +52,21 @@ constexpr bool is_16bit_float(DType t) { return t == DType::f16 || t == DType::b
 enum class Fp8Saturation : uint8_t { finite, none };
 
 /// Largest finite value of each floating type.
-double max_finite(DType t);
+CODA_API double max_finite(DType t);
 
-uint16_t float_to_bf16_bits(float x);
-float bf16_bits_to_float(uint16_t bits);
-uint16_t float_to_fp16_bits(float x);
-float fp16_bits_to_float(uint16_t bits);
-uint8_t float_to_fp8_bits(DType fp8_type, float x, Fp8Saturation sat = Fp8Saturation::finite);
-float fp8_bits_to_float(DType fp8_type, uint8_t bits);
+CODA_API uint16_t float_to_bf16_bits(float x);
+CODA_API float bf16_bits_to_float(uint16_t bits);
+CODA_API uint16_t float_to_fp16_bits(float x);
+CODA_API float fp16_bits_to_float(uint16_t bits);
+CODA_API uint8_t float_to_fp8_bits(DType fp8_type, float x, Fp8Saturation sat = Fp8Saturation::finite);
+CODA_API float fp8_bits_to_float(DType fp8_type, uint8_t bits);
 
 /// Round x to the nearest value representable in `t` (the value a store in `t` would keep).
-float round_to(DType t, float x);
+CODA_API float round_to(DType t, float x);
 
 /// Write x as one element of type t at `dst` (fp8 with the default, finite saturation).
-void store_element(DType t, void* dst, double x);
+CODA_API void store_element(DType t, void* dst, double x);
 /// Read one element of type t at `src` as a double (exact).
-double load_element(DType t, const void* src);
+CODA_API double load_element(DType t, const void* src);
 
 }  // namespace coda

@@ -7,7 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string_view>
+
+#include "coda/core/api.hpp"
 
 namespace coda {
 
@@ -17,5 +20,7 @@ enum class Major : uint8_t {
 };
 
 constexpr std::string_view name(Major m) { return m == Major::k ? "K-major" : "MN-major"; }
+/// Writes name(m).
+CODA_API std::ostream& operator<<(std::ostream& out, Major m);
 
 }  // namespace coda

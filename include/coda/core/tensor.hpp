@@ -10,13 +10,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
+#include "coda/core/api.hpp"
 #include "coda/core/dtype.hpp"
 
 namespace coda {
 
-struct TensorView {
+struct CODA_API TensorView {
   static constexpr int kMaxRank = 4;
 
   void* data = nullptr;
@@ -44,5 +46,8 @@ struct TensorView {
   /// "(4096, 2048) bf16, strides (2056, 1)", for error messages.
   std::string describe() const;
 };
+
+/// Writes describe(): error messages take a view as one of their parts (core/validate.hpp).
+CODA_API std::ostream& operator<<(std::ostream& out, const TensorView& view);
 
 }  // namespace coda

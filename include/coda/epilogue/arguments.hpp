@@ -35,7 +35,7 @@ struct TileIn {
 /// fp8 outputs are multiplied by `scale` first (and saturate: DType docs). The GPU writes it by TMA
 /// stores, in whole 16-byte chunks: a row not a multiple of 16 bytes long has the bytes after it,
 /// up to the next multiple of 16, overwritten too (with zeros; inside its row stride, which
-/// tile_out() requires to be a multiple of 16 bytes): leave them free (coda/gemm/gemm.hpp).
+/// tile_out() requires to be a multiple of 16 bytes): leave them free (coda/gemm.hpp).
 struct TileOut {
   void* data = nullptr;
   DType dtype = DType::bf16;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "coda/core/api.hpp"
 #include "coda/core/layout.hpp"
 #include "coda/core/tensor.hpp"
 #include "coda/core/validate.hpp"
@@ -21,29 +22,29 @@
 namespace coda::epilogue {
 
 /// An M x N (x batch) input, any 16/32-bit float type; rows contiguous.
-TileIn tile_in(const TensorView& view, const char* argument);
+CODA_API TileIn tile_in(const TensorView& view, const char* argument);
 /// An output of bf16, f16, f32, e4m3 or e5m2 (fp8: multiplied by `scale` first). Its rows and
 /// base must be 16-byte aligned (TMA).
-TileOut tile_out(const TensorView& view, const char* argument, float scale = 1.0f);
+CODA_API TileOut tile_out(const TensorView& view, const char* argument, float scale = 1.0f);
 /// A length-N vector (f32, bf16 or f16).
-RowVector row_vector(const TensorView& view, const char* argument);
+CODA_API RowVector row_vector(const TensorView& view, const char* argument);
 /// A length-M vector, or batch x M (f32, bf16, f16 or i32).
-ColumnVector column_vector(const TensorView& view, const char* argument);
+CODA_API ColumnVector column_vector(const TensorView& view, const char* argument);
 /// fp32 partials, rows x parts (x batch), row-major: value(row, part) at [row * ld + part]. A
 /// monoid of several words per result (TopK: kWords) takes `words` per slot: rows x (parts * words),
 /// value(row, part) at [row * ld + part * words] onwards.
-Partials row_partials(const TensorView& view, const char* argument, int words = 1);
+CODA_API Partials row_partials(const TensorView& view, const char* argument, int words = 1);
 /// fp32 partials, parts x columns (x batch): value(part, col) at [part * ld + col] (with `words`
 /// per slot: parts x (columns * words), at [part * ld + col * words] onwards).
-Partials column_partials(const TensorView& view, const char* argument, int words = 1);
+CODA_API Partials column_partials(const TensorView& view, const char* argument, int words = 1);
 /// One fp32 value per row (a row reduction only one part writes): [row].
-Partials per_row(const TensorView& view, const char* argument);
+CODA_API Partials per_row(const TensorView& view, const char* argument);
 /// An fp32 table, rows x columns.
-Table table(const TensorView& view, const char* argument);
+CODA_API Table table(const TensorView& view, const char* argument);
 
 /// A program launch's kernels are built for one pair of operand majors (`built_a`, `built_b`:
-/// coda::OperandMajors, launch.cuh): operands of other majors are refused, naming the operand.
-void check_operand_majors(Major a, Major b, Major built_a, Major built_b, const char* function);
+/// coda::epilogue::OperandMajors, launch.cuh): operands of other majors are refused, naming the operand.
+CODA_API void check_operand_majors(Major a, Major b, Major built_a, Major built_b, const char* function);
 
 /// The GPU executor reads tile inputs as the operands' 16-bit type, a pair of adjacent columns
 /// per aligned 32-bit word (gpu_executor.cuh): check every input the program lists, and the
@@ -53,11 +54,12 @@ void check_tile_inputs(const Program& program, DType operands, const char* funct
   ArgumentCheck check(function);
   int index = 0;
   auto visit = [&](const epilogue::TileIn& in) {
-    const std::string argument = "tile input " + std::to_string(index++) + " (tile_inputs())";
+    const int number = index++;
+    const auto argument = phrase("tile input ", number, " (tile_inputs())");  // formatted on failure only
     if (in.data == nullptr) return;
-    check.require(in.dtype == operands, argument,
-                  coda::detail::concat("must have the operands' type ", name(operands), " on the GPU, not ",
-                                       name(in.dtype)))
+    check
+        .require(in.dtype == operands, argument, "must have the operands' type ", name(operands), " on the GPU, not ",
+                 name(in.dtype))
         .require(reinterpret_cast<uintptr_t>(in.data) % 4 == 0, argument, "must be 4-byte aligned")
         .require(in.ld % 2 == 0 && in.batch_stride % 2 == 0, argument,
                  "must have an even row stride and batch stride (pairs of columns are read as 32-bit words)");
@@ -72,12 +74,10 @@ void check_tile_inputs(const Program& program, DType operands, const char* funct
     StoreRecorder recorder(&staged);
     program(recorder);
     check
-        .require(staged.data != nullptr, argument,
-                 "must be given: the program's GPU kernel stages it in shared memory")
-        .require(recorder.late_staged_read() == 0, argument,
-                 coda::detail::concat("is read by primitive ", recorder.late_staged_read(),
-                                      " (program order), after a store, column_reduce or reduce: those write through "
-                                      "the shared memory it is staged in, so read it before them"));
+        .require(staged.data != nullptr, argument, "must be given: the program's GPU kernel stages it in shared memory")
+        .require(recorder.late_staged_read() == 0, argument, "is read by primitive ", recorder.late_staged_read(),
+                 " (program order), after a store, column_reduce or reduce: those write through "
+                 "the shared memory it is staged in, so read it before them");
     if (staged.data != nullptr)
       check.require(reinterpret_cast<uintptr_t>(staged.data) % 16 == 0 && (staged.ld * 2) % 16 == 0 &&
                         (staged.batch_stride * 2) % 16 == 0,

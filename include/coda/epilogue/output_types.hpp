@@ -168,19 +168,21 @@ class StoreRecorder {
   DType mistyped_actual_ = DType::f32;
 };
 
+static_assert(EpilogueTile<StoreRecorder>);
+
 /// The type a launch writes `program`'s TileOuts in: `operands` (the default when it stores none)
 /// or one of `also`. Throws, naming the store by its place in the program, when that type is none
 /// of those, when a later TileOut's type differs from the first's, or when a TileOutOf<T>'s tensor
 /// is not of type T.
 template <class Program>
 DType output_type(const Program& program, DType operands, std::initializer_list<DType> also, const char* function) {
+  static_assert(ProgramFor<Program, StoreRecorder>, "an epilogue program: a const call operator templated on the Tile");
   StoreRecorder recorder;
   program(recorder);
   ArgumentCheck check(function);
   const int mistyped = recorder.first_mistyped_store();
-  check.require(mistyped == 0, coda::detail::concat("tile output of store ", mistyped, " (program order)"),
-                coda::detail::concat("is a TileOutOf<", name(recorder.mistyped_declared()), "> but its tensor is ",
-                                     name(recorder.mistyped_actual())));
+  check.require(mistyped == 0, phrase("tile output of store ", mistyped, " (program order)"), "is a TileOutOf<",
+                name(recorder.mistyped_declared()), "> but its tensor is ", name(recorder.mistyped_actual()));
   const int first = recorder.first_launch_typed_store();
   if (first == 0) {
     check.throw_if_error();
@@ -188,21 +190,19 @@ DType output_type(const Program& program, DType operands, std::initializer_list<
   }
   const DType out = recorder.first_type();
   bool allowed = out == operands;
-  std::string writable(name(operands));
-  for (DType t : also) {
-    allowed = allowed || out == t;
-    if (t != operands) writable += coda::detail::concat(", ", name(t));
+  for (DType t : also) allowed = allowed || out == t;
+  if (!allowed) {
+    std::string writable(name(operands));
+    for (DType t : also)
+      if (t != operands) writable.append(", ").append(name(t));
+    check.require_supported(false, phrase("tile output of store ", first, " (program order)"), "is ", name(out),
+                            " but this launch writes only ", writable,
+                            " (launch_program's OutputTypes add more; a TileOutOf<T> is written in T)");
   }
-  check
-      .require(allowed, coda::detail::concat("tile output of store ", first, " (program order)"),
-               coda::detail::concat("is ", name(out), " but this launch writes only ", writable,
-                                    " (launch_program's OutputTypes add more; a TileOutOf<T> is written in T)"),
-               StatusCode::unsupported)
-      .require(recorder.first_other_store() == 0,
-               coda::detail::concat("tile output of store ", recorder.first_other_store(), " (program order)"),
-               coda::detail::concat("is ", name(recorder.other_type()), " but store ", first, " writes ", name(out),
-                                    ": one launch writes every TileOut in one type (a TileOutOf<T> in T)"),
-               StatusCode::unsupported);
+  check.require_supported(recorder.first_other_store() == 0,
+                          phrase("tile output of store ", recorder.first_other_store(), " (program order)"), "is ",
+                          name(recorder.other_type()), " but store ", first, " writes ", name(out),
+                          ": one launch writes every TileOut in one type (a TileOutOf<T> in T)");
   check.throw_if_error();
   return out;
 }

@@ -1,7 +1,7 @@
 // coda/epilogue/parts.hpp: the part of an output tile one epilogue-program call sees: on the GPU,
-// the 128 x 128 accumulators of one consumer warpgroup (gemm/tile_config.cuh): a whole tile of the
+// the 128 x 128 accumulators of one consumer warpgroup (mainloop/tiles.hpp): a whole tile of the
 // ping-pong schedule, run while the other consumer runs its MMAs (the program's time hides behind
-// tensor-core work), or half of a cooperative m128n256 tile (long K: epilogue/launch.cuh).
+// tensor-core work), or half of a cooperative m128n256 tile (long K: epilogue/plan.hpp).
 // Partials are per part: a row reduction of an N-column output yields ceil(N / kPartCols) values
 // per row, a column reduction of M rows ceil(M / kPartRows) values per column. The CPU executor
 // is given the same shape.

@@ -14,7 +14,8 @@
 //     }
 //   };
 //
-// The Tile interface (`t`), the five primitive classes:
+// The Tile interface (`t`), the five primitive classes (the concept EpilogueTile below states it;
+// the GPU executor's GpuTile, the CPU executor's CpuTile and the host's StoreRecorder each meet it):
 //
 //  0. the part
 //     t.part_columns()      {first, end}: the columns of the output this call sees, inside the
@@ -95,12 +96,12 @@
 //
 // Its last tile rows then run beside that launch, on the SMs its 4-CTA clusters leave idle (12 of
 // an H100's 132), in m128n256 tiles whose consumers run the program with the tensor cores idle
-// (mainloop::plan_companion in gemm/launch.cuh; GemmOptions::companion turns it off), as many rows
-// as let both launches end together at that speed (gemm/companion.hpp). A staged tile input is read
-// from global memory there. The bits do not change. Measured side by side (bench/RESULTS.md,
-// nineteenth to twenty-first sessions): at the power limit SwiGLU at K = 2048 ran 2.5-6% faster
-// with it on an H100 and an H200, residual + RMSNorm 1-5%, and RoPE took 0.96-1.01 of its time
-// without it; cross-entropy gained nothing beyond the noise and does not ask.
+// (plan_companion in epilogue/plan.hpp; GemmOptions::companion turns it off), as many rows as let
+// both launches end together at that speed (epilogue/companion.hpp). A staged tile input is read
+// from global memory there. The bits do not change. Measured side by side (docs/performance.md):
+// at the power limit SwiGLU at K = 2048 ran 2.5-6% faster with it on an H100 and an H200, residual
+// + RMSNorm 1-5%, and RoPE took 0.96-1.01 of its time without it; cross-entropy gained nothing
+// beyond the noise and does not ask.
 //
 // A program whose arguments have rules of their own (beyond what each descriptor's builder in
 // host_arguments.hpp checks) states them in a host member; launch_program and the CPU executor
@@ -178,6 +179,68 @@ concept StagesARowVector = requires {
 /// `companion_speed`.
 template <class Program>
 concept AsksForACompanionLaunch = requires { requires double(Program::companion_speed) > 0.0; };
+
+namespace contract {
+// Callables of the shapes the primitives take, for the concept below.
+struct ElementMap {
+  CODA_HD void operator()(Element&) const {}
+};
+struct PairMap {
+  CODA_HD void operator()(Pair&) const {}
+};
+struct PairTableMap {
+  CODA_HD void operator()(Pair&, Values2) const {}
+};
+struct ElementValue {
+  CODA_HD float operator()(const Element&) const { return 0.0f; }
+};
+struct PairValue {
+  CODA_HD float operator()(const Pair&) const { return 0.0f; }
+};
+struct WideValue {
+  CODA_HD Values2 operator()(const Element&) const { return {}; }
+};
+struct EmptyProgram {  // a program, for the executors' own contract checks
+  template <class Tile>
+  CODA_HD void operator()(Tile&) const {}
+};
+}  // namespace contract
+
+/// The Tile a program is called with (the interface above): every executor's tile meets it.
+template <class T>
+concept EpilogueTile = requires(T& t, const T& c, const TileIn& in, const TileOut& out,
+                                const TileOutOf<DType::f32>& typed_out, const RowVector& row,
+                                const ColumnVector& column, const Table& table, const PairTables& tables,
+                                const Partials& partials, const Element& x, const Pair& p, int32_t i) {
+  { c.part_columns() } -> std::same_as<ColumnRange>;
+  t.map(contract::ElementMap{});
+  t.map_pairs(contract::PairMap{});
+  t.map_pairs(tables, contract::PairTableMap{});
+  { c.load(in, x) } -> std::same_as<float>;
+  { c.load(in, p) } -> std::same_as<float>;  // at an Element's or a Pair's position
+  { c.load_wide(in, x) } -> std::same_as<Values2>;
+  { c.load(row, x) } -> std::same_as<float>;
+  { c.load(column, x) } -> std::same_as<float>;
+  { c.load_index(column, x) } -> std::same_as<int32_t>;
+  { c.load(table, i, i) } -> std::same_as<float>;
+  t.store(out);
+  t.store(out, contract::ElementValue{});
+  t.store_pairs(out, contract::PairValue{});
+  t.store_wide(out, contract::WideValue{});
+  t.store(typed_out);
+  t.store(typed_out, contract::ElementValue{});
+  t.store_pairs(typed_out, contract::PairValue{});
+  t.store_wide(typed_out, contract::WideValue{});
+  t.row_reduce(partials, Sum{}, contract::ElementValue{});
+  t.column_reduce(partials, Sum{}, contract::ElementValue{});
+  t.reduce(partials, Sum{}, contract::ElementValue{});
+};
+
+/// A program that runs on the executor tile `Tile` (its call operator is templated on the Tile).
+template <class Program, class Tile>
+concept ProgramFor = EpilogueTile<Tile> && requires(const Program& program, Tile& t) {
+  program(t);
+};
 
 /// Run `program.check_arguments` (above), if it has one, and throw its first failure.
 template <class Program>

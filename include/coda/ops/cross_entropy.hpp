@@ -1,5 +1,5 @@
-// coda/ops/cross_entropy.hpp: LM head + cross-entropy without the logits (CODA kernel 3; with a
-// row scale, kernel 8: the LM head after the final RMSNorm).
+// coda/ops/cross_entropy.hpp: LM head + cross-entropy without the logits (with a row scale: the LM
+// head after the final RMSNorm).
 //
 //   std::size_t bytes = coda::ops::cross_entropy_workspace_bytes(tokens, vocab, options);
 //   coda::ops::gemm_cross_entropy(x, w_lm_head, targets, loss, lse, workspace, bytes, stream, options);
@@ -18,9 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "coda/core/api.hpp"
 #include "coda/core/status.hpp"
 #include "coda/core/tensor.hpp"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 
 namespace coda::ops {
 
@@ -32,21 +33,23 @@ struct CrossEntropyOptions {
   float z_loss = 0.0f;           // >= 0
   float softcap = 0.0f;          // > 0: Y -> cap * tanh(Y / cap) before everything; 0: off
   LossReduction reduction = LossReduction::mean;
-  TensorView row_scale;          // optional f32 (M): the final RMSNorm's rstd (kernel 8)
+  TensorView row_scale;          // optional f32 (M): the final RMSNorm's rstd (rmsnorm.hpp)
   TensorView logits;             // optional: also store the (capped) logits, M x V, x's type
   GemmOptions gemm;
 };
 
-std::size_t cross_entropy_workspace_bytes(int64_t m, int64_t vocab, const CrossEntropyOptions& options = {});
+/// Bytes of the workspace gemm_cross_entropy needs (M, vocab >= 1); any contents will do.
+CODA_API std::size_t cross_entropy_workspace_bytes(int64_t m, int64_t vocab, const CrossEntropyOptions& options = {});
 
 /// x (M x K), w (V x K), targets (M, int32); loss (f32: M for reduction none, else 1); lse (f32,
 /// M: log-sum-exp of each row, what the backward recomputes softmax from).
-void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorView& targets, const TensorView& loss,
-                        const TensorView& lse, void* workspace, std::size_t workspace_bytes,
-                        cudaStream_t stream = nullptr, const CrossEntropyOptions& options = {});
-Status try_gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorView& targets,
-                              const TensorView& loss, const TensorView& lse, void* workspace,
-                              std::size_t workspace_bytes, cudaStream_t stream = nullptr,
-                              const CrossEntropyOptions& options = {});
+CODA_API void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorView& targets,
+                                 const TensorView& loss, const TensorView& lse, void* workspace,
+                                 std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                 const CrossEntropyOptions& options = {});
+CODA_API Status try_gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorView& targets,
+                                       const TensorView& loss, const TensorView& lse, void* workspace,
+                                       std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                       const CrossEntropyOptions& options = {});
 
 }  // namespace coda::ops

@@ -1,4 +1,4 @@
-// coda/ops/swiglu.hpp: GEMM + SwiGLU (CODA kernel 2; with a row scale, kernel 6).
+// coda/ops/swiglu.hpp: GEMM + SwiGLU, the MLP's gate/up projection (with a row scale: after an RMSNorm).
 //
 //   // The MLP's gate/up projection: O = silu(X W_g^T) * (X W_u^T), one GEMM over interleaved W.
 //   coda::ops::interleave_gate_up(w_gate_host, w_up_host, w_host);   // once, on the host
@@ -10,26 +10,27 @@
 
 #include <cuda_runtime_api.h>
 
+#include "coda/core/api.hpp"
 #include "coda/core/status.hpp"
 #include "coda/core/tensor.hpp"
-#include "coda/gemm/gemm.hpp"
+#include "coda/gemm.hpp"
 
 namespace coda::ops {
 
 struct SwigluOptions {
   TensorView pre_activation;  // optional (data null: not stored): Y = X W^T, M x 2F, for the backward
-  TensorView row_scale;       // optional f32 (M): Y = rstd[m] * X W^T first (kernel 6)
+  TensorView row_scale;       // optional f32 (M): Y = rstd[m] * X W^T first (an RMSNorm before it: rmsnorm.hpp)
   GemmOptions gemm;
 };
 
 /// O[m, j] = silu(Y[m, 2j]) * Y[m, 2j + 1], Y = X W^T with W's rows interleaved (gate, up, ...).
-void gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out, cudaStream_t stream = nullptr,
-                 const SwigluOptions& options = {});
-Status try_gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out, cudaStream_t stream = nullptr,
-                       const SwigluOptions& options = {});
+CODA_API void gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out,
+                          cudaStream_t stream = nullptr, const SwigluOptions& options = {});
+CODA_API Status try_gemm_swiglu(const TensorView& x, const TensorView& w, const TensorView& out,
+                                cudaStream_t stream = nullptr, const SwigluOptions& options = {});
 
 /// Host helper: W (2F x K) with rows gate_0, up_0, gate_1, up_1, ... from W_gate and W_up (F x K),
 /// all in host memory, any element type.
-void interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out);
+CODA_API void interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out);
 
 }  // namespace coda::ops

@@ -1,11 +1,11 @@
 // coda/reference/cross_entropy.hpp: the fp64 reference of GEMM + partial cross-entropy
-// (kernel 3), its final reduction, the same loss computed directly, and its backward.
+// (LM head + cross-entropy), its final reduction, the same loss computed directly, and its backward.
 //
 //   CrossEntropyOptions opt{.label_smoothing = 0.1, .z_loss = 1e-4};
-//   CrossEntropyPartials p = coda::ref::cross_entropy_partials(logits, targets, /*bn=*/256, opt);
-//   CrossEntropyLoss loss  = coda::ref::cross_entropy_finish(p, targets, vocab, opt);
-//   // == coda::ref::cross_entropy(logits, targets, opt), for any bn
-//   CrossEntropyBackward g = coda::ref::cross_entropy_backward(logits, targets, loss.lse, {1.0}, 256, opt);
+//   CrossEntropyPartials p = coda::reference::cross_entropy_partials(logits, targets, /*bn=*/256, opt);
+//   CrossEntropyLoss loss  = coda::reference::cross_entropy_finish(p, targets, vocab, opt);
+//   // == coda::reference::cross_entropy(logits, targets, opt), for any bn
+//   CrossEntropyBackward g = coda::reference::cross_entropy_backward(logits, targets, loss.lse, {1.0}, 256, opt);
 //
 // Definitions, with Y the logits after soft-capping (Y = cap*tanh(Z/cap) of the raw GEMM output Z
 // when softcap > 0, applied before everything: lse, the target logit and the row sums), V the
@@ -23,7 +23,7 @@
 
 #include "coda/reference/matrix.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 enum class LossReduction { none, sum, mean };
 
@@ -77,4 +77,4 @@ CrossEntropyBackward cross_entropy_backward(const Matrix& logits, const std::vec
                                             const Vector& lse, const Vector& grad_output, int64_t bn,
                                             const CrossEntropyOptions& options);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

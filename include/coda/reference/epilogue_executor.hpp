@@ -5,9 +5,9 @@
 // coda/epilogue/program.hpp plainly: loops over rows and columns in order. CI has no GPU; this is
 // how every program's semantics is tested there, and the GPU executor is checked against it.
 //
-//   coda::ref::Matrix y = coda::ref::gemm(x, Major::k, w, Major::k);   // fp64 accumulators
+//   coda::reference::Matrix y = coda::reference::gemm(x, Major::k, w, Major::k);   // fp64 accumulators
 //   coda::epilogue::Swiglu program{.out = out};                         // host pointers
-//   coda::ref::run_epilogue(program, y, /*batch=*/0, {64, 256});       // parts of 64 x 256
+//   coda::reference::run_epilogue(program, y, /*batch=*/0, {64, 256});       // parts of 64 x 256
 #pragma once
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include "coda/epilogue/program.hpp"
 #include "coda/reference/matrix.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 /// The shape of the part one program call sees (a GPU consumer warpgroup's part of a tile).
 struct PartShape {
@@ -194,11 +194,15 @@ class CpuTile {
   int64_t tile_m_, tile_n_, row0_, col0_, rows_, cols_;
 };
 
+static_assert(epilogue::EpilogueTile<CpuTile>);
+
 /// Run `program` over every part of the M x N accumulators of batch `batch`, each rounded to
 /// fp32 first (what the GPU's accumulators hold).
 template <class Program>
 void run_epilogue(const Program& program, const Matrix& accumulators, int32_t batch, PartShape part) {
-  epilogue::check_arguments(program, "coda::ref::run_epilogue");
+  static_assert(epilogue::ProgramFor<Program, CpuTile>,
+                "an epilogue program: a const call operator templated on the Tile");
+  epilogue::check_arguments(program, "coda::reference::run_epilogue");
   std::vector<const void*> listed;
   auto list = [&](const epilogue::TileIn& in) { listed.push_back(in.data); };
   if constexpr (requires { program.tile_inputs(list); }) program.tile_inputs(list);
@@ -210,4 +214,4 @@ void run_epilogue(const Program& program, const Matrix& accumulators, int32_t ba
     }
 }
 
-}  // namespace coda::ref
+}  // namespace coda::reference

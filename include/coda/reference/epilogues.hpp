@@ -3,7 +3,7 @@
 // and scaled fp8 with amax), and the backward helpers. The reductions are in reductions.hpp,
 // included here.
 //
-//   using namespace coda::ref;
+//   using namespace coda::reference;
 //   Matrix d = linear_combination(y, /*alpha=*/2.0, &c, Scale::per_row(beta));    // 2Y + beta[m]*C
 //   auto [pre, post] = bias_activation(y, Bias::per_column(b), Activation::gelu_tanh());
 //   Matrix dx = activation_backward(dy, pre, Activation::gelu_tanh());            // dY * gelu'(pre)
@@ -20,7 +20,7 @@
 #include "coda/reference/matrix.hpp"
 #include "coda/reference/reductions.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 /// An elementwise activation with its PyTorch definition and PyTorch's derivative convention.
 /// Every activation and derivative maps NaN to NaN. Derivatives at the kinks (chosen as
@@ -117,4 +117,4 @@ Matrix activation_backward(const Matrix& grad_output, const Matrix& pre_activati
 /// length M; scalar: the total, length 1).
 Vector bias_gradient(const Matrix& grad, Bias::Kind kind);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -1,13 +1,13 @@
 // coda/reference/gemm_rmsnorm_gemm.hpp: the fp64 reference of the whole GEMM–residual–RMSNorm–GEMM
 // pattern, forward and backward, each computed two ways: plainly (RMSNorm, then the GEMM) and
-// reparameterized as the fused kernels do it (kernel 4 -> rstd -> kernel 5; <dZ, Z> -> c ->
-// kernel 9). Also the GEMM-2 compositions 6 (row scale + SwiGLU), 7 (row scale + RoPE) and 8
-// (row scale + partial cross-entropy).
+// reparameterized as the fused kernels do it (residual + RMSNorm partials -> rstd -> row scale;
+// <dZ, Z> -> c -> the residual + RMSNorm backward). Also GEMM 2's compositions: row scale + SwiGLU,
+// row scale + RoPE and row scale + partial cross-entropy.
 //
 //   GemmRmsNormGemm layer{x, w1, r, g, w2, /*eps=*/1e-6};
-//   GemmRmsNormGemmForward f = coda::ref::gemm_rmsnorm_gemm_forward(layer);          // plain
-//   GemmRmsNormGemmForward k = coda::ref::gemm_rmsnorm_gemm_forward_fused(layer, 128);  // == f
-//   GemmRmsNormGemmGradients g = coda::ref::gemm_rmsnorm_gemm_backward(layer, f, dz, dh_out);
+//   GemmRmsNormGemmForward f = coda::reference::gemm_rmsnorm_gemm_forward(layer);          // plain
+//   GemmRmsNormGemmForward k = coda::reference::gemm_rmsnorm_gemm_forward_fused(layer, 128);  // == f
+//   GemmRmsNormGemmGradients g = coda::reference::gemm_rmsnorm_gemm_backward(layer, f, dz, dh_out);
 //
 // Forward:  H = X W1^T + R,  rstd = 1/sqrt(mean_n H^2 + eps),  N = rstd H ⊙ g,  Z = N W2^T.
 // Backward, given dZ and dH_out (the gradient reaching the residual stream H from later layers):
@@ -22,7 +22,7 @@
 #include "coda/reference/matrix.hpp"
 #include "coda/reference/rope.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 /// One instance of the pattern: its input, residual and parameters.
 struct GemmRmsNormGemm {
@@ -42,8 +42,8 @@ struct GemmRmsNormGemmForward {
 
 /// Plain: RMSNorm(H), then the GEMM.
 GemmRmsNormGemmForward gemm_rmsnorm_gemm_forward(const GemmRmsNormGemm& layer);
-/// Fused: kernel 4 (H, S partials over column tiles of width bn, U = H ⊙ g), rstd from the
-/// partials, kernel 5 (Z = rstd ⊙ (U W2^T)).
+/// Fused: GEMM + residual + RMSNorm partials (H, S partials over column tiles of width bn,
+/// U = H ⊙ g), rstd from the partials, GEMM + row scale (Z = rstd ⊙ (U W2^T)).
 GemmRmsNormGemmForward gemm_rmsnorm_gemm_forward_fused(const GemmRmsNormGemm& layer, int64_t bn);
 
 struct GemmRmsNormGemmGradients {
@@ -59,14 +59,14 @@ struct GemmRmsNormGemmGradients {
 GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward(const GemmRmsNormGemm& layer, const GemmRmsNormGemmForward& saved,
                                                     const Matrix& grad_output, const Matrix& grad_residual_out);
 /// Fused, from the saved H, rstd and Z: row partials of <dZ, Z> over column tiles of width bn
-/// (what the epilogue producing dZ emits), c from them, then kernel 9 on D = dZ W2 with column
-/// partials of dg over row tiles of height bm; dW2 from kernel 9's N.
+/// (what the epilogue producing dZ emits), c from them, then the residual + RMSNorm backward on
+/// D = dZ W2 with column partials of dg over row tiles of height bm; dW2 from its N.
 GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward_fused(const GemmRmsNormGemm& layer,
                                                           const GemmRmsNormGemmForward& saved,
                                                           const Matrix& grad_output, const Matrix& grad_residual_out,
                                                           int64_t bn, int64_t bm);
 
-// ---- GEMM 2's epilogues: y = U W2^T (the GEMM output), rstd from kernel 4's partials ----------
+// ---- GEMM 2's epilogues: y = U W2^T (the GEMM output), rstd from GEMM 1's partials ------------
 /// Kernel 6: swiglu(rstd ⊙ y), y interleaved (M x 2F).
 Matrix row_scale_swiglu(const Matrix& y, const Vector& rstd);
 /// Kernel 7: rope(rstd ⊙ y).
@@ -77,4 +77,4 @@ CrossEntropyPartials row_scale_cross_entropy_partials(const Matrix& y, const Vec
                                                       const std::vector<int32_t>& targets, int64_t bn,
                                                       const CrossEntropyOptions& options);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

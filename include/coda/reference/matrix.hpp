@@ -1,9 +1,9 @@
 // coda/reference/matrix.hpp: the fp64 host matrix every reference computation works on, and
 // the error measure tests use.
 //
-//   coda::ref::Matrix x = coda::ref::to_matrix(host_view);      // any dtype, any strides
-//   coda::ref::Matrix y = coda::ref::gemm(x, coda::Major::k, w, coda::Major::k);
-//   double err = coda::ref::relative_error(out, y);             // ||out - ref|| / ||ref||
+//   coda::reference::Matrix x = coda::reference::to_matrix(host_view);      // any dtype, any strides
+//   coda::reference::Matrix y = coda::reference::gemm(x, coda::Major::k, w, coda::Major::k);
+//   double err = coda::reference::relative_error(out, y);             // ||out - ref|| / ||ref||
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "coda/core/tensor.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 using Vector = std::vector<double>;
 
@@ -45,4 +45,4 @@ double relative_error(const Vector& out, const Vector& ref);
 /// Largest |a - b| over all elements (+inf on NaN or shape mismatch).
 double max_abs_difference(const Matrix& a, const Matrix& b);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

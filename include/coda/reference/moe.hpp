@@ -4,7 +4,7 @@
 //   RoutingOptions deepseek{.mode = RoutingMode::sigmoid_bias, .k = 8, .renormalize = true,
 //                           .expert_bias = bias, .n_group = 8, .topk_group = 4,
 //                           .routed_scaling_factor = 2.5};
-//   Routing r = coda::ref::moe_route(x, w_router, deepseek);   // r.weights (M x 8), r.ids (M x 8)
+//   Routing r = coda::reference::moe_route(x, w_router, deepseek);   // r.weights (M x 8), r.ids (M x 8)
 //   int32_t first = r.id(m, 0);                                 // the best expert of token m
 //
 // Modes (s = one row of scores):
@@ -31,7 +31,7 @@
 
 #include "coda/reference/matrix.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 enum class RoutingMode { softmax_topk, topk_softmax, sigmoid_bias };
 
@@ -59,4 +59,4 @@ Routing route(const Matrix& scores, const RoutingOptions& options);
 /// The whole kernel: scores = X W_r^T (x M x K, router_weight E x K), then route().
 Routing moe_route(const Matrix& x, const Matrix& router_weight, const RoutingOptions& options);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -2,9 +2,9 @@
 // column reductions, the tile-partial forms the GPU emits (one value per row and column tile,
 // or per column and row tile), and their fixed-order combination.
 //
-//   Matrix partial = coda::ref::row_partial_sums_of_squares(h, /*bn=*/128);  // M x ceil(N/128)
-//   Vector full    = coda::ref::combine_row_partials(partial, Combine::sum); // == row_sums_of_squares(h)
-//   Matrix dg_part = coda::ref::column_partial_dots(d, rstd_h, /*bm=*/64);   // ceil(M/64) x N
+//   Matrix partial = coda::reference::row_partial_sums_of_squares(h, /*bn=*/128);  // M x ceil(N/128)
+//   Vector full    = coda::reference::combine_row_partials(partial, Combine::sum); // == row_sums_of_squares(h)
+//   Matrix dg_part = coda::reference::column_partial_dots(d, rstd_h, /*bm=*/64);   // ceil(M/64) x N
 //
 // Tiles: column tile b of width bn covers columns [b*bn, min((b+1)*bn, N)); the last tile may be
 // narrower (N need not be a multiple of bn, and bn >= N gives one tile). Row tiles likewise.
@@ -16,7 +16,7 @@
 
 #include "coda/reference/matrix.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 /// How partials are combined: summed, or their maximum.
 enum class Combine { sum, max };
@@ -59,4 +59,4 @@ Vector combine_row_partials(const Matrix& partials, Combine op);
 /// Reduce each column of column partials, tiles in order b = 0, 1, ... (length = partials.cols).
 Vector combine_column_partials(const Matrix& partials, Combine op);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -1,13 +1,14 @@
 // coda/reference/rmsnorm.hpp: the fp64 reference of RMSNorm, plain and in the fused forms:
-// GEMM + residual + partial RMSNorm + weight (kernel 4), the rstd reduction, GEMM + row scale
-// (kernel 5), and GEMM + residual + RMSNorm backward (kernel 9) with its coefficient c.
+// GEMM + residual + partial RMSNorm + weight, the rstd reduction, GEMM + row scale, and GEMM +
+// residual + RMSNorm backward with its coefficient c.
 //
-//   ResidualRmsNorm k4 = coda::ref::residual_rmsnorm(y, r, g, /*bn=*/128);  // H, S partials, U = H*g
-//   Vector rstd = coda::ref::rstd_from_partials(k4.sum_squares, hidden, 1e-6);
-//   Matrix z = coda::ref::row_scale(coda::ref::gemm(k4.weighted, Major::k, w2, Major::k), rstd);  // kernel 5
+//   ResidualRmsNorm first = coda::reference::residual_rmsnorm(y, r, g, /*bn=*/128);  // H, S partials, U = H*g
+//   Vector rstd = coda::reference::rstd_from_partials(first.sum_squares, hidden, 1e-6);
+//   Matrix z = coda::reference::row_scale(coda::reference::gemm(first.weighted, Major::k, w2, Major::k), rstd);
 //   // backward: P = row partials of <dZ, Z>; c = (1/hidden) sum_b P
-//   Vector c = coda::ref::rmsnorm_backward_coefficient(p, hidden);
-//   ResidualRmsNormBackward k9 = coda::ref::residual_rmsnorm_backward(d, k4.residual, rstd, g, c, dr_in, /*bm=*/128);
+//   Vector c = coda::reference::rmsnorm_backward_coefficient(p, hidden);
+//   ResidualRmsNormBackward back = coda::reference::residual_rmsnorm_backward(d, first.residual, rstd, g, c, dr_in,
+//   /*bm=*/128);
 //
 // RMSNorm: rstd[m] = 1 / sqrt(mean_n H[m, n]^2 + eps), N = rstd * H ⊙ g (g broadcast per column).
 #pragma once
@@ -16,7 +17,7 @@
 
 #include "coda/reference/matrix.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 // ---- plain ---------------------------------------------------------------------------------------
 /// rstd[m] = 1 / sqrt(mean_n h[m, n]^2 + eps).
@@ -31,7 +32,7 @@ struct RmsNormBackward {
 /// The standard RMSNorm backward, from the input h (not from saved statistics).
 RmsNormBackward rmsnorm_backward(const Matrix& grad_output, const Matrix& h, const Vector& weight, double eps);
 
-// ---- kernel 4: GEMM + residual + partial RMSNorm + weight ---------------------------------------
+// ---- GEMM + residual + partial RMSNorm + weight ------------------------------------------------
 struct ResidualRmsNorm {
   Matrix residual;     // H = Y + R, the new residual stream
   Matrix sum_squares;  // S[m, b] = sum_{n in tile b} H[m, n]^2, M x ceil(N/bn)
@@ -42,7 +43,7 @@ ResidualRmsNorm residual_rmsnorm(const Matrix& y, const Matrix& residual, const 
 /// The auxiliary reduction: rstd[m] = 1 / sqrt(sum_b S[m, b] / hidden + eps).
 Vector rstd_from_partials(const Matrix& sum_squares, int64_t hidden, double eps);
 
-// ---- kernel 5: GEMM + row scale -----------------------------------------------------------------
+// ---- GEMM + row scale ---------------------------------------------------------------------------
 /// Z[m, n] = scale[m] * Y[m, n].
 Matrix row_scale(const Matrix& y, const Vector& scale);
 
@@ -52,7 +53,7 @@ struct RowScaleBackward {
 };
 RowScaleBackward row_scale_backward(const Matrix& grad_output, const Matrix& y, const Vector& scale);
 
-// ---- kernel 9: GEMM + residual + RMSNorm backward -------------------------------------------------
+// ---- GEMM + residual + RMSNorm backward ---------------------------------------------------------
 /// c[m] = (1/hidden) sum_b P[m, b], from the row partials P of <dZ, Z> (which equals
 /// (1/hidden) <dN ⊙ g, rstd H> because Z = N W2^T and dN = dZ W2).
 Vector rmsnorm_backward_coefficient(const Matrix& row_dot_partials, int64_t hidden);
@@ -69,4 +70,4 @@ ResidualRmsNormBackward residual_rmsnorm_backward(const Matrix& d, const Matrix&
                                                   const Vector& weight, const Vector& c,
                                                   const Matrix& grad_residual_in, int64_t bm);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -1,11 +1,11 @@
-// coda/reference/rope.hpp: the fp64 reference of GEMM + RoPE (kernel 1), its backward, the
+// coda/reference/rope.hpp: the fp64 reference of GEMM + RoPE, its backward, the
 // cos/sin cache, and the host permutation that makes rotate-half (LLaMA/HF) weights interleaved.
 //
-//   RopeCache cache = coda::ref::rope_cache(/*max_pos=*/4096, /*head_dim=*/128);
-//   Matrix w = coda::ref::permute_rotate_half_to_interleaved(w_qkv_hf, 128, /*rot_heads=*/q_heads + kv_heads);
-//   Matrix y = coda::ref::gemm(x, Major::k, w, Major::k);
-//   Matrix q = coda::ref::rope(y, positions, cache, 128, q_heads + kv_heads);  // V heads pass through
-//   Matrix dy = coda::ref::rope_backward(dq, positions, cache, 128, q_heads + kv_heads);
+//   RopeCache cache = coda::reference::rope_cache(/*max_pos=*/4096, /*head_dim=*/128);
+//   Matrix w = coda::reference::permute_rotate_half_to_interleaved(w_qkv_hf, 128, /*rot_heads=*/q_heads + kv_heads);
+//   Matrix y = coda::reference::gemm(x, Major::k, w, Major::k);
+//   Matrix q = coda::reference::rope(y, positions, cache, 128, q_heads + kv_heads);  // V heads pass through
+//   Matrix dy = coda::reference::rope_backward(dq, positions, cache, 128, q_heads + kv_heads);
 //
 // Layout: Y is M x N with N = heads * head_dim; head h owns columns [h*d, (h+1)*d). Pairs are
 // adjacent (interleaved): pair i of a head is columns (2i, 2i+1) within it, rotated by the angle
@@ -19,7 +19,7 @@
 
 #include "coda/reference/matrix.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 /// cos and sin of every position's angles: both max_pos x head_dim/2.
 struct RopeCache {
@@ -52,4 +52,4 @@ Matrix permute_rotate_half_to_interleaved(const Matrix& w, int64_t head_dim, int
 /// back into rotate-half order (column 2i -> i, column 2i+1 -> i + d/2 within each rotated head).
 Matrix permute_interleaved_to_rotate_half_columns(const Matrix& y, int64_t head_dim, int64_t rot_heads);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

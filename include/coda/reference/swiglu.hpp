@@ -1,10 +1,10 @@
-// coda/reference/swiglu.hpp: the fp64 reference of GEMM + SwiGLU (kernel 2), its backward
-// (kernel 10), and the host helpers that interleave gate/up weights so each pair is adjacent.
+// coda/reference/swiglu.hpp: the fp64 reference of GEMM + SwiGLU, its backward, and the host helpers that interleave
+// gate/up weights so each pair is adjacent.
 //
-//   Matrix w = coda::ref::interleave_gate_up(w_gate, w_up);          // 2F x K: gate0, up0, gate1, ...
-//   Matrix y = coda::ref::gemm(x, Major::k, w, Major::k);            // M x 2F, interleaved
-//   Matrix o = coda::ref::swiglu(y);                                  // M x F
-//   SwigluBackward b = coda::ref::swiglu_backward(d_a, y, /*bn=*/128);
+//   Matrix w = coda::reference::interleave_gate_up(w_gate, w_up);          // 2F x K: gate0, up0, gate1, ...
+//   Matrix y = coda::reference::gemm(x, Major::k, w, Major::k);            // M x 2F, interleaved
+//   Matrix o = coda::reference::swiglu(y);                                  // M x F
+//   SwigluBackward b = coda::reference::swiglu_backward(d_a, y, /*bn=*/128);
 //   // b.grad_y (M x 2F), b.row_partials (M x ceil(F/128)), b.output (O, for dW_down)
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include "coda/reference/matrix.hpp"
 
-namespace coda::ref {
+namespace coda::reference {
 
 /// O[m, j] = silu(Y[m, 2j]) * Y[m, 2j+1]: Y is M x 2F with (gate, up) pairs interleaved; O is M x F.
 Matrix swiglu(const Matrix& y);
@@ -44,4 +44,4 @@ struct SwigluBackward {
 /// statistic <dZ, Z> that the RMSNorm before this layer needs (Z = Y there).
 SwigluBackward swiglu_backward(const Matrix& grad_a, const Matrix& y, int64_t bn);
 
-}  // namespace coda::ref
+}  // namespace coda::reference

@@ -1,5 +1,5 @@
-// coda/epilogue/programs/cross_entropy.hpp: GEMM + partial cross-entropy (CODA kernel 3; with a
-// row scale, kernel 8: the LM head after the final RMSNorm).
+// coda/epilogue/programs/cross_entropy.hpp: GEMM + partial cross-entropy (with a row scale: the LM
+// head after the final RMSNorm; docs/kernels.md).
 //
 // Per row m and part b of the logits Y (M x V), with Y soft-capped first when softcap > 0
 // (Y -> cap * tanh(Y / cap)):
@@ -22,7 +22,7 @@ struct CrossEntropyPartials {
   Partials target_logit{};     // M (tile_stride 0: one slot per row)
   Partials row_sums{};         // optional, M x parts
   TileOut logits{};            // optional, M x V
-  ColumnVector row_scale{};    // optional (kernel 8)
+  ColumnVector row_scale{};    // optional: the final RMSNorm's rstd
   float softcap = 0.0f;      // > 0: soft-capping on
 
   template <class Tile>

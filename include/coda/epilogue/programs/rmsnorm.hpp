@@ -1,11 +1,11 @@
 // coda/epilogue/programs/rmsnorm.hpp: the first GEMM of the GEMM-residual-RMSNorm-GEMM pattern
-// (CODA kernel 4) and the row scale the second GEMM applies (kernel 5).
+// (ResidualRmsNorm) and the row scale the second GEMM applies (RowScale); docs/kernels.md.
 //
-//   kernel 4:  H = X W1^T + R   (store H: the new residual stream)
+//   GEMM 1:    H = X W1^T + R   (store H: the new residual stream)
 //              S[m, b] = sum over the part's columns of H^2   (fp32, from H before rounding)
 //              U = H * g         (store U: the next GEMM's input; optional, see below)
 //   aux:       rstd[m] = rsqrt(sum_b S[m, b] / N + eps)
-//   kernel 5:  Z = rstd[m] * (U W2^T)   == RMSNorm(H) W2^T, since rstd is one scalar per row
+//   GEMM 2:    Z = rstd[m] * (U W2^T)   == RMSNorm(H) W2^T, since rstd is one scalar per row
 //
 // g scales along the second GEMM's K, so it can live in that GEMM's weight instead: with
 // W2' = W2 diag(g), Z = rstd[m] * (H W2'^T), and U need not exist (out.data null: not stored, a
@@ -37,7 +37,7 @@ struct ResidualRmsNorm {
   // without), 0.99 / 0.96 at H = 2048, sized at 0.7; at 0.6 the gain was half that, at 0.75 the same.
   static constexpr double companion_speed = 0.7;
 
-  /// Host (launch_program and ref::run_epilogue call it): U is the weighted H, so it needs g.
+  /// Host (launch_program and reference::run_epilogue call it): U is the weighted H, so it needs g.
   void check_arguments(ArgumentCheck& check) const {
     check.require(!out.data || weight.data, "weight", "is null, but U (out) is stored and is H * weight");
   }

@@ -1,4 +1,4 @@
-// coda/epilogue/programs/rope.hpp: GEMM + RoPE (CODA kernel 1; with a row scale, kernel 7).
+// coda/epilogue/programs/rope.hpp: GEMM + RoPE (with a row scale: after an RMSNorm; docs/kernels.md).
 //
 // Y is M x N with N = heads * head_dim. For the pair (y_2i, y_2i+1) of a head (interleaved
 // convention; reference/rope.hpp permutes rotate-half weights into it) and (c, s) =
@@ -20,12 +20,12 @@ struct Rope {
   Table sin{};
   Divisor head_dim{128};     // a multiply and a shift per pair instead of an integer division
   int32_t rotated_heads = 0;
-  ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T) first (kernel 7)
+  ColumnVector row_scale{};  // optional: Y = rstd[m] * (X W^T) first (an RMSNorm before the QKV projection)
   TileOut out{};             // M x N
   // A companion launch (program.hpp): on the cooperative tile a companion SM runs the rotation at
-  // about 0.8 of a ping-pong SM (K = 2048, H100, seventeenth session). coda bench ops, the op with
-  // and without it side by side: 0.96-1.01 of its time alone on H100s, 0.97-0.99 on an H200
-  // (bench/RESULTS.md, twenty-first session); at 0.92 it got two more tile rows and was 5% slower.
+  // about 0.8 of a ping-pong SM (K = 2048, H100). coda bench ops, the op with and without it side by
+  // side: 0.96-1.01 of its time alone on H100s, 0.97-0.99 on an H200; at 0.92 it got two more tile
+  // rows and was 5% slower (docs/performance.md).
   static constexpr double companion_speed = 0.8;
 
   template <class Tile>

@@ -69,10 +69,8 @@ struct Scale {
 /// The rule of a kernel built for one activation kind: `activation.kind` is that kind.
 inline void require_kind(ArgumentCheck& check, const ActivationFunction& activation, Activation built_for,
                          const char* kernel, const char* where_chosen) {
-  check.require(activation.kind == built_for, "activation.kind",
-                coda::detail::concat("is ", name(activation.kind), ", but this ", kernel, " kernel is built for ",
-                                     name(built_for), " (", where_chosen, ")"),
-                StatusCode::unsupported);
+  check.require_supported(activation.kind == built_for, "activation.kind", "is ", name(activation.kind), ", but this ",
+                          kernel, " kernel is built for ", name(built_for), " (", where_chosen, ")");
 }
 
 /// The terms a LinearCombination kernel holds code for, as a template argument (C++20):
@@ -162,14 +160,14 @@ struct LinearCombinationProgram {
     t.store(out);
   }
 
-  /// Host (launch_program and ref::run_epilogue call it): every argument set has its term.
+  /// Host (launch_program and reference::run_epilogue call it): every argument set has its term.
   void check_arguments(ArgumentCheck& check) const {
     // An argument and its term have the same name.
     auto term = [&](bool compiled, bool set, const char* name) {
-      check.require(compiled || !set, name,
-                    coda::detail::concat("is set, but this LinearCombination kernel is built without its term "
-                                         "(LinearCombinationTerms::", name, ")"),
-                    StatusCode::unsupported);
+      check.require_supported(compiled || !set, name,
+                              "is set, but this LinearCombination kernel is built without its term "
+                              "(LinearCombinationTerms::",
+                              name, ")");
     };
     term(kTerms.alpha, !(alpha.scalar() && alpha.value == 1.0f), "alpha");
     term(kTerms.source, source.data != nullptr, "source");
@@ -220,7 +218,7 @@ struct ActivationBackwardProgram {
     else t.column_reduce(bias_gradient, Sum{}, [](const Element& x) { return x.value; });
   }
 
-  /// Host (launch_program and ref::run_epilogue call it): the kind is the one built for.
+  /// Host (launch_program and reference::run_epilogue call it): the kind is the one built for.
   void check_arguments(ArgumentCheck& check) const {
     if constexpr (!kKindAtRunTime) require_kind(check, activation, kKind, "ActivationBackward", "ActivationBackwardOf");
   }

@@ -1,0 +1,62 @@
+// coda/mainloop/launch.cuh: launching a planned mainloop kernel (plan.hpp) with any epilogue.
+//
+//   mainloop::LaunchPlan plan = mainloop::plan_launch(a, b, options, "coda::my_op");
+//   mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, MyEpilogue>(
+//       plan, plan.kernel_params(my_epilogue_params), stream);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "coda/core/device.hpp"
+#include "coda/mainloop/kernel.cuh"
+#include "coda/mainloop/plan.hpp"
+
+namespace coda::mainloop {
+
+/// A launch of `ctas` CTAs of `Config` in clusters of its size, with `shared` bytes of dynamic
+/// shared memory (the attribute storage lives in the returned object).
+template <class Config>
+struct ClusterLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attributes[2]{};
+
+  // `programmatic`: the launch may start before the one ahead of it in the stream has finished
+  // (as soon as that one's CTAs have all run sm90::launch_dependent_grids).
+  ClusterLaunch(int ctas, int shared, cudaStream_t stream, bool programmatic = false) {
+    config.gridDim = dim3(unsigned(ctas));
+    config.blockDim = dim3(Config::kThreads);
+    config.dynamicSmemBytes = std::size_t(shared);
+    config.stream = stream;
+    attributes[0].id = cudaLaunchAttributeClusterDimension;
+    attributes[0].val.clusterDim.x = Config::kClusterSize;
+    attributes[0].val.clusterDim.y = 1;
+    attributes[0].val.clusterDim.z = 1;
+    attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[1].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attributes;
+    config.numAttrs = programmatic ? 2 : 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;  // config.attrs points into this object
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
+/// Launch the mainloop kernel of one configuration on the plan's persistent CTAs (a companion right
+/// after its primary, on the same stream). The arrival counters of a split-K or stream-K plan are
+/// zeroed first, on the stream, so a workspace's earlier contents never matter.
+template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
+void launch_kernel(const LaunchPlan& plan, const KernelParams<typename Epilogue::Params>& params, cudaStream_t stream) {
+  static_assert(SeamEpilogue<Epilogue, Accumulators<Config::kWarpgroupM, Config::kWarpgroupN>>);
+  auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
+  constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
+  static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
+  static PerDevice<bool> shared_memory_raised;  // a kernel's attribute is the device's
+  shared_memory_raised.get([&](int) {
+    CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+    return true;
+  });
+  if (plan.counter_bytes > 0) CODA_CUDA_CHECK(cudaMemsetAsync(params.partials.arrivals, 0, plan.counter_bytes, stream));
+  const ClusterLaunch<Config> launch(plan.summary.ctas, kShared, stream, params.role == LaunchRole::companion);
+  CODA_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, params));
+}
+
+}  // namespace coda::mainloop

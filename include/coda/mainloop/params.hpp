@@ -1,0 +1,62 @@
+// coda/mainloop/params.hpp: what a mainloop launch passes its kernel: the schedule, the workspace
+// of multi-segment tiles, the launch's role beside a companion, and the epilogue's parameters.
+// Plain structs, so host code that plans a launch needs no device code.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "coda/core/dtype.hpp"
+
+namespace coda::mainloop {
+
+/// The tiles of one launch and how they are cut into units of work (scheduler.cuh).
+struct ScheduleParams {
+  int32_t tiles_m;       // output tiles along M
+  int32_t tiles_n;       // and along N
+  int32_t cluster_rows;  // ceil(tiles_m / ClusterM)
+  int32_t cluster_cols;  // ceil(tiles_n / ClusterN)
+  int32_t batches;
+  int32_t cluster_tiles;   // cluster_rows * cluster_cols * batches
+  int32_t k_blocks;        // ceil(K / 64)
+  int32_t group_m;         // raster group height, in cluster rows
+  int32_t splits;          // split-K: K ranges per tile (1: off)
+  int32_t stream_k_tiles;  // stream-K: cluster tiles at the end shared out by K iterations (0: off)
+  int32_t max_segments;    // partial slots reserved per tile
+  int32_t first_tile_row;  // the launch's tiles start at this tile row (plan.hpp: over_rows)
+};
+
+/// Bookkeeping of tiles computed in several K segments: one arrival counter per tile, zeroed by
+/// the launch's host side before the kernel (plan.hpp: LaunchPlan::counters) and back to zero
+/// after it, and the segments' fp32 partials.
+struct PartialsWorkspace {
+  int32_t* arrivals;
+  float* partials;
+};
+
+/// How a launch relates to the one beside it (plan.hpp: a program's companion launch).
+enum class LaunchRole : int32_t {
+  alone,      // the only launch of its GEMM
+  primary,    // lets its companion start (programmatic dependent launch) as soon as it has started
+  companion,  // runs beside the primary on the SMs it leaves idle; finishes after it
+};
+
+template <class EpilogueParams>
+struct KernelParams {
+  CUtensorMap a;  // box: K-major (64 K x rows), MN-major (64 M/N x 64 K)
+  CUtensorMap b;
+  ScheduleParams schedule;
+  int32_t m, n;
+  PartialsWorkspace partials;
+  EpilogueParams epilogue;
+  LaunchRole role;
+};
+
+/// The store epilogue's parameters (store_epilogue.cuh).
+struct StoreParams {
+  CUtensorMap output;  // 3-D map of C, box (128 bytes of columns) x 64 rows
+  DType output_type;   // bf16, f16 or f32
+};
+
+}  // namespace coda::mainloop

@@ -1,0 +1,68 @@
+// Internal: the store kernels of one row of ShippedTiles (included by its tile_<name>.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "coda/core/device.hpp"
+#include "coda/mainloop/launch.cuh"
+#include "coda/mainloop/store_epilogue.cuh"
+#include "coda/mainloop/tiles.hpp"
+#include "mainloop/launch.hpp"
+
+namespace coda::mainloop {
+
+template <class Config, class Element, Major AMajor, Major BMajor>
+void launch_store(const LaunchPlan& plan, const StoreKernelParams& params, cudaStream_t stream) {
+  launch_kernel<Config, Element, AMajor, BMajor, StoreEpilogue<Config::kStagingBuffers>>(plan, params, stream);
+}
+
+template <class Tile>
+int resident_ctas_for() {
+  // Whole clusters that fit at once, asked of the occupancy calculator once per device.
+  static PerDevice<int> cached;
+  return cached.get([](int device) {
+    using Config = typename Tile::Config;
+    using Epilogue = StoreEpilogue<Config::kStagingBuffers>;
+    auto* kernel = &gemm_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>;
+    constexpr int kShared = kSharedBytes<Config, __nv_bfloat16, Epilogue>;
+    CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+    if constexpr (Config::kClusterSize == 1) {
+      int sms = 0;
+      CODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      return sms;
+    } else {
+      const ClusterLaunch<Config> one_cluster(Config::kClusterSize, kShared, nullptr);
+      int clusters = 0;
+      CODA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one_cluster.config));
+      return clusters * Config::kClusterSize;
+    }
+  });
+}
+
+template <class Tile>
+Launcher launcher_for(DType input, Major a, Major b) {
+  using Config = typename Tile::Config;
+  const bool bf16 = input == DType::bf16;
+  const bool ta = a == Major::mn, tb = b == Major::mn;
+  using BF = __nv_bfloat16;
+  using H = __half;
+  constexpr Major K = Major::k, MN = Major::mn;
+  if (bf16) {
+    if (!ta && !tb) return &launch_store<Config, BF, K, K>;
+    if (!ta && tb) return &launch_store<Config, BF, K, MN>;
+    if (ta && !tb) return &launch_store<Config, BF, MN, K>;
+    return &launch_store<Config, BF, MN, MN>;
+  }
+  if (!ta && !tb) return &launch_store<Config, H, K, K>;
+  if (!ta && tb) return &launch_store<Config, H, K, MN>;
+  if (ta && !tb) return &launch_store<Config, H, MN, K>;
+  return &launch_store<Config, H, MN, MN>;
+}
+
+}  // namespace coda::mainloop
+
+/// The kernels of the ShippedTiles row named GemmTile::<name>, in this translation unit.
+#define CODA_MAINLOOP_TILE(name)                                                                                \
+  template coda::mainloop::Launcher coda::mainloop::launcher_for<coda::mainloop::TileOf<coda::GemmTile::name>>( \
+      coda::DType, coda::Major, coda::Major);                                                                   \
+  template int coda::mainloop::resident_ctas_for<coda::mainloop::TileOf<coda::GemmTile::name>>();

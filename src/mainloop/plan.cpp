@@ -1,0 +1,320 @@
+// The mainloop's planner: validate the operands, pick the tile configuration (or take the one
+// asked for), split K, size the grid and the workspace, encode the TMA tensor maps.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <ostream>
+#include <string>
+
+#include "coda/core/device.hpp"
+#include "coda/core/validate.hpp"
+#include "coda/mainloop/tiles.hpp"
+#include "coda/sm90/tensor_map.hpp"
+#include "mainloop/launch.hpp"
+#include "mainloop/planner.hpp"
+
+namespace coda {
+
+std::ostream& operator<<(std::ostream& out, GemmTile tile) { return out << name(tile); }
+
+std::string_view name(GemmTile tile) {
+  static const auto names = [] {
+    std::array<std::string, mainloop::ShippedTiles::kSize + 1> out;
+    out[0] = "automatic";
+    [&]<class... Tiles>(mainloop::TileList<Tiles...>) {
+      ((out[std::size_t(Tiles::kId)] = Tiles::name()), ...);
+    }(mainloop::ShippedTiles{});
+    return out;
+  }();
+  return std::size_t(tile) < names.size() ? std::string_view(names[std::size_t(tile)]) : "unknown";
+}
+
+namespace mainloop {
+namespace {
+
+static_assert(int(GemmTile::pingpong_m128n128) == ShippedTiles::kSize,
+              "every GemmTile but automatic has a row in ShippedTiles (tiles.hpp)");
+
+// What the planner needs to know of a tile, from its row of ShippedTiles.
+struct TileFacts {
+  int block_m, block_n, cluster_m, cluster_n;
+  double relative_speed;  // per-tile throughput relative to the largest tiles (a planning estimate)
+  int cluster_size() const { return cluster_m * cluster_n; }
+};
+
+TileFacts facts(GemmTile t) {
+  return with_tile(
+      t,
+      []<class Tile>() {
+        using C = typename Tile::Config;
+        return TileFacts{C::kBlockM, C::kBlockN, C::kClusterM, C::kClusterN, Tile::kRelativeSpeed};
+      },
+      []() -> TileFacts { throw InternalError("coda::mainloop", "no facts for the automatic tile"); });
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Estimated time in units of one large tile's mainloop: whole "waves" of resident CTAs, each
+// tile costing its area over its relative speed.
+double estimated_cost(const Problem& p, GemmTile t, int ctas) {
+  const TileFacts f = facts(t);
+  const int64_t tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  const double waves = std::ceil(double(tiles) / ctas);
+  return waves * double(f.block_m * f.block_n) / (128.0 * 256.0) / f.relative_speed;
+}
+
+// The stream-K tail deals tiles * k_blocks iterations to C clusters as contiguous ranges
+// [c I / C, (c + 1) I / C); a tile has one segment per range it meets (see scheduler.cuh).
+int max_segments_per_tile(int64_t tiles, int64_t k_blocks, int64_t clusters) {
+  const int64_t iterations = tiles * k_blocks;
+  auto owner = [&](int64_t x) { return ((x + 1) * clusters - 1) / iterations; };
+  int64_t most = 1;
+  for (int64_t t = 0; t < tiles; ++t)
+    most = std::max(most, owner(t * k_blocks + k_blocks - 1) - owner(t * k_blocks) + 1);
+  return int(most);
+}
+
+// Workspace: the arrival counters (one per CTA tile in several segments), then the partials.
+std::size_t counter_bytes(int64_t counters) { return std::size_t(round_up(counters * 4, 256)); }
+std::size_t workspace_bytes_for(const TileFacts& f, int64_t counters, int64_t slots_per_counter) {
+  if (counters == 0) return 0;
+  return counter_bytes(counters) +
+         std::size_t(counters * slots_per_counter) * std::size_t(f.block_m) * std::size_t(f.block_n) * 4;
+}
+
+// Operand tensor map: the contiguous dimension first. K-major operands load boxes of 64 K x
+// `rows_per_load` rows; MN-major ones boxes of 64 M/N x 64 K.
+CUtensorMap operand_map(const GemmOperand& op, uint32_t rows_per_load, const char* argument) {
+  const TensorView& v = op.view;
+  const uint32_t box_outer = op.major == Major::k ? rows_per_load : 64;
+  return sm90::make_tensor_map_3d(v.data, v.dtype, {v.cols(), v.rows(), v.batch()}, {v.ld(), v.batch_stride()},
+                                  {64, box_outer}, argument);
+}
+
+}  // namespace
+
+Problem validate_operands(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options,
+                          const char* function) {
+  ArgumentCheck check(function);
+  check.not_null("a", a.view.data)
+      .not_null("b", b.view.data)
+      .rank_in("a", a.view, 2, 3)
+      .rank_in("b", b.view, 2, 3)
+      .dtype_in("a", a.view.dtype, {DType::bf16, DType::f16})
+      .dtype_in("b", b.view.dtype, {DType::bf16, DType::f16})
+      .require(a.view.dtype == b.view.dtype, "b", "dtype ", name(b.view.dtype), " must match a's dtype ",
+               name(a.view.dtype));
+  check.throw_if_error();
+
+  Problem p{};
+  const bool a_k_major = a.major == Major::k, b_k_major = b.major == Major::k;
+  p.m = a_k_major ? a.view.rows() : a.view.cols();
+  p.k = a_k_major ? a.view.cols() : a.view.rows();
+  p.n = b_k_major ? b.view.rows() : b.view.cols();
+  p.batch = a.view.batch();
+  p.input = a.view.dtype;
+  const int64_t b_k = b_k_major ? b.view.cols() : b.view.rows();
+  const char* b_k_dim = b_k_major ? "columns" : "rows";
+
+  check.positive("a", p.m, "M")
+      .positive("a", p.k, "K")
+      .positive("b", p.n, "N")
+      .require(b_k == p.k, "b", "shape ", b.view, " (", name(b.major), "): its ", b_k_dim, " are K = ", b_k,
+               " but a has K = ", p.k)
+      .require(b.view.batch() == p.batch, "b", "batch ", b.view.batch(), " must equal a's batch ", p.batch)
+      .require(p.m <= INT32_MAX && p.n <= INT32_MAX && p.k <= INT32_MAX && p.batch <= INT32_MAX, "a",
+               "M, N, K and the batch must each be below 2^31")
+      .inner_contiguous("a", a.view)
+      .inner_contiguous("b", b.view)
+      .tma_aligned("a", a.view)
+      .tma_aligned("b", b.view)
+      .require(options.split_k >= 0, "options.split_k", "is ", options.split_k, " but must be >= 0")
+      .require(options.raster_group >= 0, "options.raster_group", "is ", options.raster_group, " but must be >= 0")
+      .require(options.max_ctas >= 0, "options.max_ctas", "is ", options.max_ctas, " but must be >= 0")
+      .require(options.workspace != nullptr || options.workspace_bytes == 0, "options.workspace",
+               "is null but workspace_bytes is not 0");
+  check.throw_if_error();
+  return p;
+}
+
+void validate_output(const TensorView& c, Problem& p, const char* function) {
+  ArgumentCheck check(function);
+  check.not_null("c", c.data)
+      .rank_in("c", c, 2, 3)
+      .dtype_in("c", c.dtype, {DType::bf16, DType::f16, DType::f32})
+      .dim_equals("c", c, -2, p.m, "M (rows)", "c must have one row per row of A*B^T")
+      .dim_equals("c", c, -1, p.n, "N (columns)", "c must have one column per column of A*B^T")
+      .require(c.batch() == p.batch, "a", "batch ", p.batch, " must equal c's batch ", c.batch())
+      .inner_contiguous("c", c)
+      .tma_aligned("c", c);
+  check.throw_if_error();
+  p.output = c.dtype;
+}
+
+void require_hopper(const char* function) {
+  std::string why;
+  const auto devices = list_devices(&why);
+  if (devices.empty()) throw Unsupported(function, text("no CUDA device: ", why));
+  const DeviceInfo& d = current_device();
+  if (!d.is_hopper())
+    throw Unsupported(function, text("device ", d.index, " is ", d.name, " (sm_", d.major, d.minor,
+                                     "); coda's kernels are built for sm_90a (H100/H200)"));
+}
+
+Plan make_plan(const Problem& p, const GemmOptions& options, const char* function) {
+  Plan plan;
+  GemmPlan& out = plan.public_plan;
+  out.tile = options.tile;
+  if (out.tile == GemmTile::automatic) {
+    if (p.m <= 64) {
+      out.tile = GemmTile::m64n256;
+    } else {
+      // Not the ping-pong tile: it reads 1.5x the operand bytes per MMA from L2, which an H200 at
+      // its power limit pays for in clock (steady state, the Transformer set: m128n256 everywhere
+      // 1.004 of cuBLAS, ping-pong where K <= 4096 0.994, everywhere 0.959; docs/performance.md).
+      double best = 0;
+      for (GemmTile t : {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128}) {
+        const double cost = estimated_cost(p, t, resident_ctas(t));
+        if (out.tile == GemmTile::automatic || cost < best * 0.999) {
+          out.tile = t;
+          best = cost;
+        }
+      }
+    }
+  }
+  const TileFacts f = facts(out.tile);
+  const int cluster = f.cluster_size();
+  int ctas = resident_ctas(out.tile);
+  if (options.max_ctas > 0) ctas = std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster));
+  const int64_t clusters = ctas / cluster;
+  out.output_tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  plan.cluster_tiles =
+      ceil_div(ceil_div(p.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(p.n, f.block_n), f.cluster_n) * p.batch;
+  const int64_t k_blocks = ceil_div(p.k, 64);
+  const bool has_workspace = options.workspace != nullptr;
+
+  if (options.split_k > 1) {
+    ArgumentCheck check(function);
+    check
+        .require(options.split_k <= k_blocks, "options.split_k", "is ", options.split_k, " but K = ", p.k, " has only ",
+                 k_blocks, " blocks of 64")
+        .require(options.split_k * k_blocks < INT32_MAX, "options.split_k", "is ", options.split_k,
+                 ": splits x K blocks (", k_blocks, ") must stay below 2^31");
+    check.throw_if_error();
+    out.split_k = options.split_k;
+  } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
+    // Few tiles leave SMs idle: split K, at most 4 ways with at least 8 blocks of 64 each (on an
+    // H200, decode shapes ran fastest at 4 splits; 8 and 16 were slower).
+    out.split_k = int(std::max<int64_t>(1, std::min<int64_t>({clusters / plan.cluster_tiles, k_blocks / 8, 4})));
+  }
+  if (out.split_k == 1 && options.stream_k && has_workspace && plan.cluster_tiles > clusters && k_blocks >= 8 &&
+      clusters * k_blocks < INT32_MAX) {  // the device counts stream-K iterations in 32 bits
+    // The last, partial wave would leave (1 - tail / clusters) of the SMs idle: share it out.
+    const int64_t tail = plan.cluster_tiles % clusters;
+    if (tail > 0 && tail * 20 < clusters * 19) {
+      out.stream_k_tiles = int(tail);
+      plan.max_segments = max_segments_per_tile(tail, k_blocks, clusters);
+    }
+  }
+  if (out.split_k > 1) {
+    plan.counters = plan.cluster_tiles * cluster;
+    plan.max_segments = out.split_k;
+  } else if (out.stream_k_tiles > 0) {
+    plan.counters = int64_t(out.stream_k_tiles) * cluster;
+  }
+  out.workspace_bytes = workspace_bytes_for(f, plan.counters, plan.max_segments);
+  if (out.workspace_bytes > options.workspace_bytes) {
+    // An explicit split must get its workspace; the automatic plans fall back to whole tiles
+    // (the documented behaviour of a workspace smaller than the plan: gemm.hpp).
+    ArgumentCheck check(function);
+    check.require(options.split_k <= 1, "options.workspace", "holds ", options.workspace_bytes, " bytes but split-K x",
+                  out.split_k, " needs ", out.workspace_bytes, " (see coda::gemm_workspace_bytes)");
+    check.throw_if_error();
+    out.split_k = 1;
+    out.stream_k_tiles = 0;
+    plan.counters = 0;
+    plan.max_segments = 1;
+    out.workspace_bytes = 0;
+  }
+  const int64_t work_clusters = out.split_k > 1 ? plan.cluster_tiles * out.split_k : plan.cluster_tiles;
+  out.ctas = int(std::min<int64_t>(work_clusters, clusters) * cluster);
+  return plan;
+}
+
+LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, const Problem& p, const Plan& plan,
+                        const GemmOptions& options) {
+  LaunchPlan launch;
+  launch.summary = plan.public_plan;
+  launch.m = p.m;
+  launch.n = p.n;
+  launch.k = p.k;
+  launch.batch = p.batch;
+  launch.input = p.input;
+  launch.a_major = a.major;
+  launch.b_major = b.major;
+  const TileFacts f = facts(plan.public_plan.tile);
+  launch.a = operand_map(a, uint32_t(f.block_m / f.cluster_n), "a");
+  launch.b = operand_map(b, uint32_t(f.block_n / f.cluster_m), "b");
+
+  ScheduleParams& s = launch.schedule;
+  s.tiles_m = int32_t(ceil_div(p.m, f.block_m));
+  s.tiles_n = int32_t(ceil_div(p.n, f.block_n));
+  s.cluster_rows = int32_t(ceil_div(s.tiles_m, f.cluster_m));
+  s.cluster_cols = int32_t(ceil_div(s.tiles_n, f.cluster_n));
+  s.batches = int32_t(p.batch);
+  s.cluster_tiles = int32_t(plan.cluster_tiles);
+  s.k_blocks = int32_t(ceil_div(p.k, 64));
+  s.group_m = options.raster_group > 0 ? options.raster_group : 8;
+  s.splits = plan.public_plan.split_k;
+  s.stream_k_tiles = plan.public_plan.stream_k_tiles;
+  s.max_segments = plan.max_segments;
+  if (plan.counters > 0) {
+    auto* base = static_cast<uint8_t*>(options.workspace);
+    launch.partials.arrivals = reinterpret_cast<int32_t*>(base);
+    launch.partials.partials = reinterpret_cast<float*>(base + counter_bytes(plan.counters));
+    launch.counter_bytes = std::size_t(plan.counters) * sizeof(int32_t);
+  }
+  return launch;
+}
+
+LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function) {
+  const Problem p = validate_operands(a, b, options, function);
+  require_hopper(function);
+  return build_launch(a, b, p, make_plan(p, options, function), options);
+}
+
+LaunchPlan over_rows(const LaunchPlan& whole, TileRows rows, const char* function) {
+  LaunchPlan plan = whole;
+  const TileFacts f = facts(plan.summary.tile);
+  ScheduleParams& s = plan.schedule;
+  const int32_t first = s.first_tile_row + rows.first;
+  const int32_t count = rows.count < 0 ? s.tiles_m - rows.first : rows.count;
+  const bool to_last = rows.first + count == s.tiles_m;
+  ArgumentCheck check(function);
+  check
+      .require(s.splits == 1 && s.stream_k_tiles == 0 && s.batches == 1, "plan",
+               "computes tiles in several K segments or batches: only whole tiles of one batch split by rows")
+      .require(rows.first >= 0 && count >= 1 && rows.first + count <= s.tiles_m, "rows", "[", rows.first, ", ",
+               rows.first + count, ") is not inside the plan's ", s.tiles_m, " tile rows")
+      .require(first % f.cluster_m == 0 && (to_last || count % f.cluster_m == 0), "rows", "[", rows.first, ", ",
+               rows.first + count, ") does not start and end at whole rows of ", f.cluster_m, "-tile clusters");
+  check.throw_if_error();
+  s.first_tile_row = first;
+  s.tiles_m = count;
+  s.cluster_rows = int32_t(ceil_div(count, f.cluster_m));
+  s.cluster_tiles = s.cluster_rows * s.cluster_cols;
+  plan.summary.output_tiles = int64_t(count) * s.tiles_n;
+  plan.summary.ctas = std::min(plan.summary.ctas, s.cluster_tiles * f.cluster_size());
+  return plan;
+}
+
+int resident_ctas(GemmTile tile) {
+  return with_tile(
+      tile, []<class Tile>() { return resident_ctas_for<Tile>(); },
+      []() -> int { throw InvalidArgument("coda::mainloop::resident_ctas", "argument 'tile': is automatic"); });
+}
+
+}  // namespace mainloop
+}  // namespace coda

@@ -1,0 +1,318 @@
+"""libcoda through ctypes inside a Python process: every function of the C ABI, with valid and
+invalid arguments.
+
+    python3 tests/python/c_abi_check.py build/test/src/libcoda.so [--require-gpu]
+
+torch is imported first when it is installed (so its C++ runtime is in the process before libcoda's
+calls run). With torch and a Hopper GPU the valid calls run for real: the GEMM against torch's fp64
+product, split-K with a workspace full of garbage (correct and the same bits run after run), and
+each fused op against torch's math. Without them, each valid call must report CODA_UNSUPPORTED
+under its own name. Invalid calls must report CODA_INVALID_ARGUMENT, naming the function and the
+argument. Exit code 0 when every check passed.
+"""
+import ctypes
+import sys
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+OK, INVALID_ARGUMENT, UNSUPPORTED = 0, 1, 2
+F32, F16, BF16, E4M3, E5M2, I32 = range(6)
+K_MAJOR, MN_MAJOR = 0, 1
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3)]
+
+
+class CrossEntropyOptions(ctypes.Structure):
+    _fields_ = [("ignore_index", ctypes.c_int32), ("label_smoothing", ctypes.c_float), ("z_loss", ctypes.c_float),
+                ("softcap", ctypes.c_float), ("reduction", ctypes.c_int)]
+
+
+class GemmPlan(ctypes.Structure):
+    _fields_ = [("tile", ctypes.c_char_p), ("split_k", ctypes.c_int32), ("stream_k_tiles", ctypes.c_int32),
+                ("ctas", ctypes.c_int32), ("output_tiles", ctypes.c_int64), ("workspace_bytes", ctypes.c_size_t)]
+
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAILED:", what, flush=True)
+
+
+class Abi:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.coda_version.restype = ctypes.c_char_p
+        self.lib.coda_last_error.restype = ctypes.c_char_p
+        self.lib.coda_status_name.restype = ctypes.c_char_p
+        self.lib.coda_device_count.restype = ctypes.c_int32
+        p, size, f32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_float
+        signatures = {
+            "coda_gemm": [p, ctypes.c_int, p, ctypes.c_int, p, p, size, p],
+            "coda_gemm_workspace_bytes": [p, ctypes.c_int, p, ctypes.c_int, p, p],
+            "coda_gemm_plan": [p, ctypes.c_int, p, ctypes.c_int, p, size, p],
+            "coda_gemm_swiglu": [p, p, p, p, p, p],
+            "coda_gemm_rope": [p, p, p, p, p, ctypes.c_int32, ctypes.c_int32, p, p, p],
+            "coda_residual_rmsnorm_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p],
+            "coda_gemm_residual_rmsnorm": [p, p, p, p, f32, p, p, p, p, size, p],
+            "coda_gemm_row_scale": [p, p, p, p, p],
+            "coda_cross_entropy_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p, p],
+            "coda_gemm_cross_entropy": [p, p, p, p, p, p, p, p, p, size, p],
+        }
+        for name, arguments in signatures.items():
+            function = getattr(self.lib, name)
+            function.argtypes = arguments
+            function.restype = ctypes.c_int
+
+    def __getattr__(self, name):
+        return getattr(self.lib, "coda_" + name)
+
+    def message(self):
+        return self.lib.coda_last_error().decode()
+
+
+def ref(x):
+    return ctypes.byref(x) if x is not None else None
+
+
+def expect_refused(abi, status, function, argument):
+    message = abi.message()
+    check(status == INVALID_ARGUMENT, f"{function} with a bad '{argument}': status {status} ({message})")
+    check(message.startswith(f"{function}: argument '{argument}'"), f"{function}'s message: {message}")
+
+
+def expect_runs(abi, gpu, status, function):
+    message = abi.message()
+    if gpu:
+        check(status == OK, f"{function} with valid arguments: status {status} ({message})")
+    else:
+        check(status == UNSUPPORTED, f"{function} without a GPU: status {status} ({message})")
+        check(message.startswith(function + ": "), f"{function}'s message: {message}")
+
+
+class Memory:
+    """Tensors as coda_tensor structs: torch's on the GPU, ctypes buffers (never read) elsewhere."""
+
+    def __init__(self, gpu):
+        self.gpu, self.keep = gpu, []
+
+    def tensor(self, dtype, *shape, fill=None):
+        sizes = {F32: 4, I32: 4, BF16: 2, F16: 2}
+        if self.gpu:
+            torch_type = {F32: torch.float32, I32: torch.int32, BF16: torch.bfloat16, F16: torch.float16}[dtype]
+            if fill == "randn":
+                t = torch.randn(*shape, device="cuda").to(torch_type)
+            else:
+                t = torch.zeros(*shape, device="cuda", dtype=torch_type)
+            self.keep.append(t)
+            pointer = t.data_ptr()
+        else:
+            count = 1
+            for s in shape:
+                count *= s
+            buffer = ctypes.create_string_buffer(count * sizes[dtype] + 256)
+            self.keep.append(buffer)
+            pointer = (ctypes.addressof(buffer) + 255) // 256 * 256
+            t = None
+        strides = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * shape[i + 1]
+        view = Tensor(pointer, dtype, len(shape), (ctypes.c_int64 * 3)(*shape), (ctypes.c_int64 * 3)(*strides))
+        return view, t
+
+
+def stream():
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream) if torch is not None and torch.cuda.is_available() else None
+
+
+def every_function(abi, gpu):
+    """Each function once with a bad argument and once with good ones."""
+    mem = Memory(gpu)
+    m, k, f, heads, head_dim, vocab = 64, 64, 32, 2, 32, 1000
+    a, _ = mem.tensor(BF16, m, k, fill="randn")
+    b, _ = mem.tensor(BF16, 48, k, fill="randn")
+    c, _ = mem.tensor(BF16, m, 48)
+    s = stream()
+    expect_refused(abi, abi.gemm(None, K_MAJOR, ref(b), K_MAJOR, ref(c), None, 0, s), "coda_gemm", "a")
+    expect_runs(abi, gpu, abi.gemm(ref(a), K_MAJOR, ref(b), K_MAJOR, ref(c), None, 0, s), "coda_gemm")
+    size = ctypes.c_size_t(7)
+    expect_refused(abi, abi.gemm_workspace_bytes(ref(a), K_MAJOR, ref(b), K_MAJOR, ref(c), None),
+                   "coda_gemm_workspace_bytes", "bytes")
+    expect_runs(abi, gpu, abi.gemm_workspace_bytes(ref(a), K_MAJOR, ref(b), K_MAJOR, ref(c), ctypes.byref(size)),
+                "coda_gemm_workspace_bytes")
+    plan = GemmPlan()
+    expect_refused(abi, abi.gemm_plan(ref(a), 9, ref(b), K_MAJOR, ref(c), 0, ctypes.byref(plan)), "coda_gemm_plan",
+                   "a_major")
+    expect_runs(abi, gpu, abi.gemm_plan(ref(a), K_MAJOR, ref(b), K_MAJOR, ref(c), 0, ctypes.byref(plan)),
+                "coda_gemm_plan")
+
+    w_gu, _ = mem.tensor(BF16, 2 * f, k, fill="randn")
+    out_f, _ = mem.tensor(BF16, m, f)
+    expect_refused(abi, abi.gemm_swiglu(ref(a), ref(w_gu), None, None, None, s), "coda_gemm_swiglu", "out")
+    expect_runs(abi, gpu, abi.gemm_swiglu(ref(a), ref(w_gu), ref(out_f), None, None, s), "coda_gemm_swiglu")
+
+    w_qkv, _ = mem.tensor(BF16, heads * head_dim, k, fill="randn")
+    out_qkv, _ = mem.tensor(BF16, m, heads * head_dim)
+    positions, _ = mem.tensor(I32, m)
+    cos, _ = mem.tensor(F32, 128, head_dim // 2, fill="randn")
+    sin, _ = mem.tensor(F32, 128, head_dim // 2, fill="randn")
+    expect_refused(abi, abi.gemm_rope(ref(a), ref(w_qkv), ref(positions), ref(cos), ref(sin), 7, heads, ref(out_qkv),
+                                      None, s), "coda_gemm_rope", "head_dim")
+    expect_runs(abi, gpu, abi.gemm_rope(ref(a), ref(w_qkv), ref(positions), ref(cos), ref(sin), head_dim, heads,
+                                        ref(out_qkv), None, s), "coda_gemm_rope")
+
+    w_h, _ = mem.tensor(BF16, k, k, fill="randn")
+    residual, _ = mem.tensor(BF16, m, k, fill="randn")
+    h, _ = mem.tensor(BF16, m, k)
+    u, _ = mem.tensor(BF16, m, k)
+    g, _ = mem.tensor(F32, k, fill="randn")
+    rstd, _ = mem.tensor(F32, m)
+    expect_refused(abi, abi.residual_rmsnorm_workspace_bytes(-5, 100, ctypes.byref(size)),
+                   "coda_residual_rmsnorm_workspace_bytes", "m")
+    check(abi.residual_rmsnorm_workspace_bytes(m, k, ctypes.byref(size)) == OK and size.value > 0,
+          "coda_residual_rmsnorm_workspace_bytes: " + abi.message())
+    workspace, _ = mem.tensor(F32, max(size.value // 4, 1))
+    expect_refused(abi, abi.gemm_residual_rmsnorm(ref(a), ref(w_h), ref(residual), ref(g), 1e-6, ref(h), ref(u),
+                                                  ref(rstd), None, size.value, s),
+                   "coda_gemm_residual_rmsnorm", "workspace")
+    expect_runs(abi, gpu, abi.gemm_residual_rmsnorm(ref(a), ref(w_h), ref(residual), ref(g), 1e-6, ref(h), ref(u),
+                                                    ref(rstd), workspace.data, size.value, s),
+                "coda_gemm_residual_rmsnorm")
+    expect_refused(abi, abi.gemm_row_scale(ref(a), ref(w_h), None, ref(h), s), "coda_gemm_row_scale", "rstd")
+    expect_runs(abi, gpu, abi.gemm_row_scale(ref(a), ref(w_h), ref(rstd), ref(h), s), "coda_gemm_row_scale")
+
+    w_vocab, _ = mem.tensor(BF16, vocab, k, fill="randn")
+    targets, _ = mem.tensor(I32, m)
+    loss, _ = mem.tensor(F32, 1)
+    lse, _ = mem.tensor(F32, m)
+    options = CrossEntropyOptions(-100, 0.1, 1e-4, 0.0, 2)
+    expect_refused(abi, abi.cross_entropy_workspace_bytes(-5, 100, None, ctypes.byref(size)),
+                   "coda_cross_entropy_workspace_bytes", "m")
+    check(abi.cross_entropy_workspace_bytes(m, vocab, ctypes.byref(options), ctypes.byref(size)) == OK,
+          "coda_cross_entropy_workspace_bytes: " + abi.message())
+    workspace, _ = mem.tensor(F32, max(size.value // 4, 1))
+    expect_refused(abi, abi.gemm_cross_entropy(ref(a), ref(w_vocab), ref(targets), ref(loss), ref(lse),
+                                               ref(options), None, None, workspace.data, 3, s),
+                   "coda_gemm_cross_entropy", "workspace")
+    expect_runs(abi, gpu, abi.gemm_cross_entropy(ref(a), ref(w_vocab), ref(targets), ref(loss), ref(lse),
+                                                 ref(options), None, None, workspace.data, size.value, s),
+                "coda_gemm_cross_entropy")
+    if gpu:
+        torch.cuda.synchronize()
+
+
+def view(t, dtype):
+    shape = list(t.shape)
+    strides = list(t.stride())
+    return Tensor(t.data_ptr(), dtype, len(shape), (ctypes.c_int64 * 3)(*shape), (ctypes.c_int64 * 3)(*strides))
+
+
+def relative_error(got, want):
+    return ((got.double() - want).norm() / want.norm()).item()
+
+
+def results_on_gpu(abi):
+    """Real results against torch: the GEMM (both majors), split-K over a garbage workspace, the ops."""
+    s = stream()
+    for m, n, k in [(256, 512, 1024), (129, 1000, 72)]:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        want = x.double() @ w.double().T
+        check(abi.gemm(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)), None, 0, s) == OK,
+              abi.message())
+        wt = w.T.contiguous()  # (K x N): N-major
+        y2 = torch.full_like(y, float("nan"))
+        check(abi.gemm(ref(view(x, BF16)), K_MAJOR, ref(view(wt, BF16)), MN_MAJOR, ref(view(y2, BF16)), None, 0, s) == OK,
+              abi.message())
+        torch.cuda.synchronize()
+        check(relative_error(y, want) < 6e-3, f"coda_gemm {m}x{n}x{k}: error {relative_error(y, want):.2e}")
+        check(relative_error(y2, want) < 6e-3, f"coda_gemm N-major {m}x{n}x{k}: error {relative_error(y2, want):.2e}")
+
+    # Split-K with the workspace a caching allocator hands out: garbage, new garbage every call.
+    m, n, k = 16, 4096, 8192
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    want = x.double() @ w.double().T
+    y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    size = ctypes.c_size_t(0)
+    check(abi.gemm_workspace_bytes(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)),
+                                   ctypes.byref(size)) == OK and size.value > 0, "a split-K workspace: " + abi.message())
+    plan = GemmPlan()
+    check(abi.gemm_plan(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)), size.value,
+                        ctypes.byref(plan)) == OK and plan.split_k > 1, f"the plan splits K: {plan.split_k}")
+    results = []
+    for trial in range(3):
+        garbage = torch.randint(-2**31, 2**31 - 1, ((size.value + 3) // 4,), device="cuda", dtype=torch.int32)
+        y.fill_(float("nan"))
+        check(abi.gemm(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)),
+                       ctypes.c_void_p(garbage.data_ptr()), size.value, s) == OK, abi.message())
+        torch.cuda.synchronize()
+        error = relative_error(y, want)
+        check(error < 6e-3, f"split-K over a garbage workspace, trial {trial}: error {error:.2e}")
+        results.append(y.clone())
+    check(all(torch.equal(results[0], r) for r in results[1:]), "split-K over garbage: the same bits every run")
+    print(f"split-K x{plan.split_k} ({plan.tile.decode()}) over a garbage workspace of {size.value} bytes: "
+          f"error {relative_error(results[0], want):.2e}, bitwise repeatable")
+
+    # SwiGLU: out = silu(gate) * up, gate and up interleaved in W's rows.
+    m, k, f = 300, 256, 192
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(2 * f, k, device="cuda", dtype=torch.bfloat16) / 16
+    out = torch.full((m, f), float("nan"), device="cuda", dtype=torch.bfloat16)
+    check(abi.gemm_swiglu(ref(view(x, BF16)), ref(view(w, BF16)), ref(view(out, BF16)), None, None, s) == OK,
+          abi.message())
+    y = x.double() @ w.double().T
+    want = torch.nn.functional.silu(y[:, 0::2]) * y[:, 1::2]
+    torch.cuda.synchronize()
+    check(relative_error(out, want) < 1e-2, f"coda_gemm_swiglu: error {relative_error(out, want):.2e}")
+
+    # Cross-entropy against torch, the workspace again garbage.
+    m, k, vocab = 257, 128, 3000
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(vocab, k, device="cuda", dtype=torch.bfloat16) / 8
+    targets = torch.randint(0, vocab, (m,), device="cuda", dtype=torch.int32)
+    loss = torch.empty(1, device="cuda", dtype=torch.float32)
+    lse = torch.empty(m, device="cuda", dtype=torch.float32)
+    options = CrossEntropyOptions(-100, 0.1, 0.0, 0.0, 2)
+    check(abi.cross_entropy_workspace_bytes(m, vocab, ref(options), ctypes.byref(size)) == OK, abi.message())
+    garbage = torch.randint(-2**31, 2**31 - 1, ((size.value + 3) // 4,), device="cuda", dtype=torch.int32)
+    check(abi.gemm_cross_entropy(ref(view(x, BF16)), ref(view(w, BF16)), ref(view(targets, I32)), ref(view(loss, F32)),
+                                 ref(view(lse, F32)), ref(options), None, None, ctypes.c_void_p(garbage.data_ptr()),
+                                 size.value, s) == OK, abi.message())
+    logits = x.double() @ w.double().T
+    want = torch.nn.functional.cross_entropy(logits, targets.long(), label_smoothing=0.1)
+    torch.cuda.synchronize()
+    check(abs(loss.item() - want.item()) < 1e-3 * abs(want.item()), f"coda_gemm_cross_entropy: {loss.item()} vs {want.item()}")
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    abi = Abi(argv[1])
+    require_gpu = "--require-gpu" in argv
+    gpu = (torch is not None and torch.cuda.is_available() and abi.device_count() > 0 and
+           torch.cuda.get_device_capability() == (9, 0))
+    print(f"coda {abi.version().decode()} through ctypes; torch {torch.__version__ if torch else 'not installed'}; "
+          f"{'a Hopper GPU: valid calls run' if gpu else 'no Hopper GPU (or no torch): valid calls are unsupported'}",
+          flush=True)
+    check(gpu or not require_gpu, "--require-gpu: no Hopper GPU with torch here")
+    check(abi.status_name(INVALID_ARGUMENT) == b"invalid argument", "coda_status_name")
+    every_function(abi, gpu)
+    if gpu:
+        results_on_gpu(abi)
+    print(f"{'passed' if not failures else 'FAILED'}: {len(failures)} failures")
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
