@@ -18,6 +18,9 @@ namespace coda::capi {
 /// Record `s` as this thread's last error (or clear it) and return its C code.
 coda_status finish(const Status& s) noexcept;
 
+/// CODA_INTERNAL with no message: what a call reports when even its message could not be made.
+coda_status failed_without_message() noexcept;
+
 /// Run a C function's body: what it throws becomes the status and message of `function` (the C
 /// function's name, the one prefix of every message it reports).
 template <class Body>
@@ -25,7 +28,7 @@ coda_status c_call(const char* function, Body&& body) noexcept {
   try {
     return finish(status_of(function, body));
   } catch (...) {  // building the message failed (out of memory)
-    return finish(Status());
+    return failed_without_message();
   }
 }
 

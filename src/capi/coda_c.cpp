@@ -26,6 +26,11 @@ coda_status finish(const Status& s) noexcept {
   return static_cast<coda_status>(s.code());
 }
 
+coda_status failed_without_message() noexcept {
+  last_error_message.clear();
+  return CODA_INTERNAL;
+}
+
 ArgumentCheck& check_tensor(ArgumentCheck& check, std::string_view argument, const coda_tensor* t, int min_rank,
                             int max_rank) {
   check.not_null(argument, t);
