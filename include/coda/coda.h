@@ -157,6 +157,53 @@ CODA_C_API coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_
                                                const coda_tensor* row_scale, const coda_tensor* logits,
                                                void* workspace, size_t workspace_bytes, void* stream);
 
+/* ---- backward ops (coda/ops/swiglu.hpp, rmsnorm.hpp, rope.hpp; the math: docs/kernels.md). The
+ * gradient of an RMSNorm's output reaches its backward scaled by rstd (dZs = rstd * dZ, the
+ * producers' row_scale) with the row partials of <dZ, Z> (their row_dots: f32, M x
+ * coda_row_partial_count(N) for an N-column gradient). */
+
+/* ceil(n / 128) in *count: the row partials per row an op writes over n >= 1 columns. */
+CODA_C_API coda_status coda_row_partial_count(int64_t n, int64_t* count);
+
+/* dY = SwiGLU'(Y) * (dP W_down): grad_output dP (M x H), w_down (H x F, nn.Linear layout),
+ * pre_activation Y and grad_pre_activation dY (M x 2F, interleaved). row_dots (f32, M x
+ * ceil(F/128)), row_scale (f32, M; dY stored times it) and output (O = silu(g) u, M x F) may be NULL. */
+CODA_C_API coda_status coda_gemm_swiglu_backward(const coda_tensor* grad_output, const coda_tensor* w_down,
+                                                 const coda_tensor* pre_activation,
+                                                 const coda_tensor* grad_pre_activation, const coda_tensor* row_dots,
+                                                 const coda_tensor* row_scale, const coda_tensor* output,
+                                                 void* stream);
+
+/* grad_h = grad_residual + RMSNorm'(h) applied to dZ W (the backward of gemm_residual_rmsnorm
+ * followed by a GEMM with weight w, N2 x hidden): grad_output dZs (M x N2; dZ itself when
+ * grad_output_scaled is 0), h and rstd as the forward stored them, weight g (hidden), row_dots the
+ * partials of <dZ, Z> (f32, M x P). grad_residual may be NULL. The workspace: *bytes from
+ * coda_residual_rmsnorm_backward_workspace_bytes (M >= 1 rows). */
+CODA_C_API coda_status coda_residual_rmsnorm_backward_workspace_bytes(int64_t m, size_t* bytes);
+CODA_C_API coda_status coda_gemm_residual_rmsnorm_backward(
+    const coda_tensor* grad_output, const coda_tensor* w, const coda_tensor* h, const coda_tensor* weight,
+    const coda_tensor* rstd, const coda_tensor* row_dots, const coda_tensor* grad_h, const coda_tensor* grad_residual,
+    int32_t grad_output_scaled, void* workspace, size_t workspace_bytes, void* stream);
+
+/* The weight gradients around that RMSNorm from one GEMM G = dZs^T h: grad_w = G * g (N2 x
+ * hidden, the operands' dtype or f32) and grad_weight = sum_i G * w (hidden). grad_output dZs
+ * (T x N2), h (T x hidden), w (N2 x hidden). The workspace: *bytes from
+ * coda_rmsnorm_weight_gradients_workspace_bytes. */
+CODA_C_API coda_status coda_rmsnorm_weight_gradients_workspace_bytes(int64_t n2, int64_t hidden, size_t* bytes);
+CODA_C_API coda_status coda_gemm_rmsnorm_weight_gradients(const coda_tensor* grad_output, const coda_tensor* h,
+                                                          const coda_tensor* w, const coda_tensor* weight,
+                                                          const coda_tensor* grad_w, const coda_tensor* grad_weight,
+                                                          void* workspace, size_t workspace_bytes, void* stream);
+
+/* grad_input = the inverse rotation of coda_gemm_rope applied to grad_output (M x N), same positions,
+ * cache, head_dim and rotated_heads. output (the forward's Y) and row_dots (f32, M x ceil(N/128):
+ * partials of <grad_output, Y>) go together; row_scale (f32, M) scales grad_input. Each may be NULL. */
+CODA_C_API coda_status coda_rope_backward(const coda_tensor* grad_output, const coda_tensor* positions,
+                                          const coda_tensor* cos, const coda_tensor* sin, int32_t head_dim,
+                                          int32_t rotated_heads, const coda_tensor* grad_input,
+                                          const coda_tensor* output, const coda_tensor* row_dots,
+                                          const coda_tensor* row_scale, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

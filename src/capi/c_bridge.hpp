@@ -59,4 +59,21 @@ inline Major major_of(coda_major major) { return major == CODA_K_MAJOR ? Major::
 
 inline cudaStream_t stream_of(void* stream) { return static_cast<cudaStream_t>(stream); }
 
+/// The tensor arguments of an op's C function as views: required ones rank 2 (tiles) or 1
+/// (vectors), optional ones null or the same. Failures collect in `check`.
+struct Views {
+  explicit Views(const char* function) : check(function) {}
+  TensorView tile(const char* name, const coda_tensor* t) { return take(name, t, 2); }
+  TensorView vector(const char* name, const coda_tensor* t) { return take(name, t, 1); }
+  TensorView optional_tile(const char* name, const coda_tensor* t) { return t ? take(name, t, 2) : TensorView{}; }
+  TensorView optional_vector(const char* name, const coda_tensor* t) { return t ? take(name, t, 1) : TensorView{}; }
+  ArgumentCheck check;
+
+ private:
+  TensorView take(const char* name, const coda_tensor* t, int rank) {
+    check_tensor(check, name, t, rank, rank);
+    return check.failed() ? TensorView{} : view_of(*t);
+  }
+};
+
 }  // namespace coda::capi

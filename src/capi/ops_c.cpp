@@ -12,22 +12,6 @@
 namespace coda::capi {
 namespace {
 
-// Required tensors: rank 2 for tiles, 1 for vectors. Optional ones may be null.
-struct Views {
-  explicit Views(const char* function) : check(function) {}
-  TensorView tile(const char* name, const coda_tensor* t) { return take(name, t, 2); }
-  TensorView vector(const char* name, const coda_tensor* t) { return take(name, t, 1); }
-  TensorView optional_tile(const char* name, const coda_tensor* t) { return t ? take(name, t, 2) : TensorView{}; }
-  TensorView optional_vector(const char* name, const coda_tensor* t) { return t ? take(name, t, 1) : TensorView{}; }
-  ArgumentCheck check;
-
- private:
-  TensorView take(const char* name, const coda_tensor* t, int rank) {
-    check_tensor(check, name, t, rank, rank);
-    return check.failed() ? TensorView{} : view_of(*t);
-  }
-};
-
 // The C options as C++ options (defaults for a null pointer); an unknown reduction code is refused.
 ops::CrossEntropyOptions options_of(const coda_cross_entropy_options* o, ArgumentCheck& check) {
   ops::CrossEntropyOptions out;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "coda/core/device.hpp"
 #include "coda/core/validate.hpp"
 #include "coda/mainloop/tiles.hpp"
 #include "coda/sm90/tensor_map.hpp"
@@ -18,7 +19,7 @@ mainloop::Problem validated(const GemmOperand& a, const GemmOperand& b, const Te
                             const char* function) {
   mainloop::Problem p = mainloop::validate_operands(a, b, options, function);
   mainloop::validate_output(c, p, function);
-  mainloop::require_hopper(function);
+  require_hopper(function);
   return p;
 }
 

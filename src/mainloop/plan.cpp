@@ -153,16 +153,6 @@ void validate_output(const TensorView& c, Problem& p, const char* function) {
   p.output = c.dtype;
 }
 
-void require_hopper(const char* function) {
-  std::string why;
-  const auto devices = list_devices(&why);
-  if (devices.empty()) throw Unsupported(function, text("no CUDA device: ", why));
-  const DeviceInfo& d = current_device();
-  if (!d.is_hopper())
-    throw Unsupported(function, text("device ", d.index, " is ", d.name, " (sm_", d.major, d.minor,
-                                     "); coda's kernels are built for sm_90a (H100/H200)"));
-}
-
 Plan make_plan(const Problem& p, const GemmOptions& options, const char* function) {
   Plan plan;
   GemmPlan& out = plan.public_plan;

@@ -26,8 +26,6 @@ struct Plan {
 Problem validate_operands(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options, const char* function);
 /// coda::gemm's C: M x N (x batch), a type the store epilogue writes.
 void validate_output(const TensorView& c, Problem& p, const char* function);
-/// Throw coda::Unsupported unless the current device runs coda's kernels.
-void require_hopper(const char* function);
 /// Tile, split-K, stream-K, grid and workspace for the problem.
 Plan make_plan(const Problem& p, const GemmOptions& options, const char* function);
 /// The launch of a plan: tensor maps of A and B, schedule, workspace.

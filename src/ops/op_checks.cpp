@@ -18,15 +18,86 @@ GemmShape check_projection(ArgumentCheck& check, const TensorView& x, const Tens
   return {x.rows(), w.rows()};
 }
 
+namespace {
+
+// The two operands of a GEMM an op fuses into: present, rank 2, one 16-bit type, TMA-addressable.
+void check_operands(ArgumentCheck& check, const char* a_name, const TensorView& a, const char* b_name,
+                    const TensorView& b) {
+  check.not_null(a_name, a.data)
+      .not_null(b_name, b.data)
+      .rank_in(a_name, a, 2, 2)
+      .rank_in(b_name, b, 2, 2)
+      .dtype_in(a_name, a.dtype, {DType::bf16, DType::f16})
+      .require(b.dtype == a.dtype, b_name, "dtype ", name(b.dtype), " must match ", a_name, "'s dtype ", name(a.dtype))
+      .inner_contiguous(a_name, a)
+      .inner_contiguous(b_name, b)
+      .tma_aligned(a_name, a)
+      .tma_aligned(b_name, b);
+}
+
+}  // namespace
+
+GemmShape check_gradient_projection(ArgumentCheck& check, const char* grad_name, const TensorView& grad,
+                                    const char* w_name, const TensorView& w) {
+  check_operands(check, grad_name, grad, w_name, w);
+  if (!check.failed())
+    check.dim_equals(w_name, w, 0, grad.cols(), "rows",
+                     "the forward's weight is (its outputs x its inputs): one row per column of the gradient");
+  return {grad.rows(), w.cols()};
+}
+
+GemmShape check_weight_gradient(ArgumentCheck& check, const char* grad_name, const TensorView& grad, const char* x_name,
+                                const TensorView& x) {
+  check_operands(check, grad_name, grad, x_name, x);
+  if (!check.failed()) check.dim_equals(x_name, x, 0, grad.rows(), "rows", "one per token, as many as the gradient's");
+  return {grad.cols(), x.cols()};
+}
+
 void check_output(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t rows, int64_t cols,
-                  DType dtype) {
+                  DType dtype, std::string_view rows_why) {
   check.not_null(argument, t.data)
       .rank_in(argument, t, 2, 2)
-      .require(t.dtype == dtype, argument, "dtype ", name(t.dtype), " must be ", name(dtype), " (x's dtype)")
-      .dim_equals(argument, t, 0, rows, "rows", "one row per row of x")
+      .require(t.dtype == dtype, argument, "dtype ", name(t.dtype), " must be ", name(dtype), " (the operands' dtype)")
+      .dim_equals(argument, t, 0, rows, "rows", rows_why)
       .dim_equals(argument, t, 1, cols, "columns", "see the op's shape rules")
       .inner_contiguous(argument, t)
       .tma_aligned(argument, t);
+}
+
+void check_partials(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t rows, int64_t cols,
+                    std::string_view rows_why, std::string_view cols_why) {
+  check.not_null(argument, t.data)
+      .rank_in(argument, t, 2, 2)
+      .dtype_in(argument, t.dtype, {DType::f32})
+      .dim_equals(argument, t, 0, rows, "rows", rows_why)
+      .dim_equals(argument, t, 1, cols, "columns", cols_why)
+      .inner_contiguous(argument, t);
+}
+
+void check_heads(ArgumentCheck& check, const char* argument, const char* what, int64_t columns, int head_dim,
+                 int rotated_heads) {
+  check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", "is ", head_dim, " but must be even and >= 2");
+  if (check.failed()) return;
+  check.require(columns % head_dim == 0, argument, "has ", columns, " ", what, ", not a whole number of heads of ",
+                head_dim)
+      .require(rotated_heads >= 0 && rotated_heads <= columns / head_dim, "rotated_heads", "is ", rotated_heads,
+               " but must be in [0, ", columns / head_dim, "] (the heads of ", argument, ")");
+}
+
+void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const TensorView& sin, int head_dim) {
+  check.not_null("cos", cos.data)
+      .not_null("sin", sin.data)
+      .rank_in("cos", cos, 2, 2)
+      .rank_in("sin", sin, 2, 2)
+      .dtype_in("cos", cos.dtype, {DType::f32})
+      .dtype_in("sin", sin.dtype, {DType::f32});
+  if (check.failed()) return;
+  check.positive("cos", cos.rows(), "its rows (cached positions)")
+      .dim_equals("cos", cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
+      .dim_equals("sin", sin, 0, cos.rows(), "rows", "as many positions as cos")
+      .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
+      .inner_contiguous("cos", cos)
+      .inner_contiguous("sin", sin);
 }
 
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,

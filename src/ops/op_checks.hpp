@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/parts.hpp"
@@ -15,9 +16,33 @@ struct GemmShape {
 };
 GemmShape check_projection(ArgumentCheck& check, const TensorView& x, const TensorView& w);
 
-/// A tile output of `rows` x `cols` in `dtype` (the op's element type).
+/// grad (M x K) and w (K x N, the forward's nn.Linear weight, read N-major): the data-gradient GEMM
+/// grad W an op fuses into; returns {M, N}.
+GemmShape check_gradient_projection(ArgumentCheck& check, const char* grad_name, const TensorView& grad,
+                                    const char* w_name, const TensorView& w);
+
+/// grad (T x N2) and x (T x N), both read MN-major: the weight-gradient GEMM grad^T x an op fuses
+/// into; returns {N2, N}.
+GemmShape check_weight_gradient(ArgumentCheck& check, const char* grad_name, const TensorView& grad, const char* x_name,
+                                const TensorView& x);
+
+/// A tile (output, or input beside the GEMM's) of `rows` x `cols` in `dtype` (the op's element
+/// type); `rows_why` says where the row count comes from.
 void check_output(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t rows, int64_t cols,
-                  DType dtype);
+                  DType dtype, std::string_view rows_why = "one row per row of x");
+
+/// f32 partials the op writes or reads: rows x cols, rows contiguous (plain loads and stores: no
+/// alignment beyond the element's).
+void check_partials(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t rows, int64_t cols,
+                    std::string_view rows_why, std::string_view cols_why);
+
+/// RoPE's heads: `columns` (of `argument`, its `what`: "rows" or "columns") are whole heads of an
+/// even head_dim >= 2, and rotated_heads lies in [0, heads].
+void check_heads(ArgumentCheck& check, const char* argument, const char* what, int64_t columns, int head_dim,
+                 int rotated_heads);
+
+/// RoPE's cos and sin caches: f32, max_pos x head_dim / 2 (max_pos >= 1), rows contiguous.
+void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const TensorView& sin, int head_dim);
 
 /// A vector of `length` elements of one of `types`.
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,

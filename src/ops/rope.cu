@@ -20,24 +20,10 @@ void gemm_rope(const TensorView& x, const TensorView& w, const TensorView& posit
   reported_by(kFunction, [&] {
     ArgumentCheck check(kFunction);
     const GemmShape g = check_projection(check, x, w);
-    check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", "is ", head_dim, " but must be even and >= 2");
-    if (!check.failed())
-      check.require(g.n % head_dim == 0, "w", "has ", g.n, " rows, not a whole number of heads of ", head_dim)
-          .require(rotated_heads >= 0 && rotated_heads <= g.n / head_dim, "rotated_heads", "is ", rotated_heads,
-                   " but must be in [0, ", g.n / head_dim, "] (the heads of w)");
+    if (!check.failed()) check_heads(check, "w", "rows", g.n, head_dim, rotated_heads);
     check_output(check, "out", out, g.m, g.n, x.dtype);
     check_vector(check, "positions", positions, g.m, {DType::i32});
-    check.not_null("cos", cos.data)
-        .not_null("sin", sin.data)
-        .rank_in("cos", cos, 2, 2)
-        .rank_in("sin", sin, 2, 2)
-        .dtype_in("cos", cos.dtype, {DType::f32})
-        .dtype_in("sin", sin.dtype, {DType::f32});
-    if (!check.failed())
-      check.positive("cos", cos.rows(), "its rows (cached positions)")
-          .dim_equals("cos", cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
-          .dim_equals("sin", sin, 0, cos.rows(), "rows", "as many positions as cos")
-          .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2");
+    check_rope_tables(check, cos, sin, head_dim);
     if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
     check.throw_if_error();
     const epilogue::ProgramPlan plan =

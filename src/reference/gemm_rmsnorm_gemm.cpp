@@ -44,15 +44,15 @@ Matrix residual_stream(const GemmRmsNormGemm& layer) {
   return h;
 }
 
-// The GEMMs both ways share once dH, dg and N are known: dX, dW1, dR = dH, and dW2 = dZ^T N.
+// The GEMMs both ways share once dH is known: dX = dH W1, dW1 = dH^T X, dR = dH.
 GemmRmsNormGemmGradients gradients_from(const GemmRmsNormGemm& layer, const Matrix& grad_h, Vector grad_norm_weight,
-                                        const Matrix& grad_output, const Matrix& normalized) {
+                                        Matrix grad_w2) {
   GemmRmsNormGemmGradients out;
   out.x = gemm(grad_h, Major::k, layer.w1, Major::mn);   // dH W1
   out.w1 = gemm(grad_h, Major::mn, layer.x, Major::mn);  // dH^T X
   out.residual = grad_h;
   out.norm_weight = std::move(grad_norm_weight);
-  out.w2 = gemm(grad_output, Major::mn, normalized, Major::mn);  // dZ^T N
+  out.w2 = std::move(grad_w2);
   return out;
 }
 
@@ -93,7 +93,8 @@ GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward(const GemmRmsNormGemm& layer
   RmsNormBackward norm = rmsnorm_backward(grad_normalized, saved.residual_out, layer.norm_weight, layer.eps);
   for (std::size_t i = 0; i < norm.grad_input.data.size(); ++i) norm.grad_input.data[i] += grad_residual_out.data[i];
   const Matrix normalized = rmsnorm(saved.residual_out, layer.norm_weight, layer.eps);
-  return gradients_from(layer, norm.grad_input, std::move(norm.grad_weight), grad_output, normalized);
+  return gradients_from(layer, norm.grad_input, std::move(norm.grad_weight),
+                        gemm(grad_output, Major::mn, normalized, Major::mn));  // dW2 = dZ^T N
 }
 
 GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward_fused(const GemmRmsNormGemm& layer,
@@ -105,14 +106,18 @@ GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward_fused(const GemmRmsNormGemm&
   checks::require_tile_size(check, "bn", bn);
   checks::require_tile_size(check, "bm", bm);
   check.throw_if_error();
-  // <dZ, Z> as row partials, where the epilogue producing dZ has both at hand.
+  // <dZ, Z> as row partials, where the epilogue producing dZ has both at hand; that epilogue also
+  // stores dZ scaled by rstd, the A operand of both GEMMs below.
   const Matrix row_dot_partials = row_partial_dots(saved.output, grad_output, bn);
-  const Vector c = rmsnorm_backward_coefficient(row_dot_partials, hidden_of(layer));
-  const Matrix d = gemm(grad_output, Major::k, layer.w2, Major::mn);  // D = dZ W2
-  const ResidualRmsNormBackward kernel9 =
-      residual_rmsnorm_backward(d, saved.residual_out, saved.rstd, layer.norm_weight, c, grad_residual_out, bm);
-  const Vector grad_norm_weight = combine_column_partials(kernel9.weight_grad_partials, Combine::sum);
-  return gradients_from(layer, kernel9.grad_residual, grad_norm_weight, grad_output, kernel9.normalized);
+  const Vector correction = rmsnorm_backward_correction(row_dot_partials, saved.rstd, hidden_of(layer));
+  const Matrix scaled_grad = row_scale(grad_output, saved.rstd);
+  const Matrix d = gemm(scaled_grad, Major::k, layer.w2, Major::mn);  // D' = (rstd dZ) W2
+  const Matrix grad_h =
+      residual_rmsnorm_backward(d, saved.residual_out, layer.norm_weight, correction, grad_residual_out);
+  const Matrix product = gemm(scaled_grad, Major::mn, saved.residual_out, Major::mn);  // G = (rstd dZ)^T H
+  RmsNormWeightGradients weights = rmsnorm_weight_gradients(product, layer.w2, layer.norm_weight, bm);
+  return gradients_from(layer, grad_h, combine_column_partials(weights.norm_weight_partials, Combine::sum),
+                        std::move(weights.grad_projection_weight));
 }
 
 Matrix row_scale_swiglu(const Matrix& y, const Vector& rstd) { return swiglu(row_scale(y, rstd)); }

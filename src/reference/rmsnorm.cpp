@@ -112,39 +112,40 @@ RowScaleBackward row_scale_backward(const Matrix& grad_output, const Matrix& y, 
   return {row_scale(grad_output, scale), row_dots(grad_output, y)};
 }
 
-Vector rmsnorm_backward_coefficient(const Matrix& row_dot_partials, int64_t hidden) {
-  ArgumentCheck check("coda::reference::rmsnorm_backward_coefficient");
+Vector rmsnorm_backward_correction(const Matrix& row_dot_partials, const Vector& rstd, int64_t hidden) {
+  ArgumentCheck check("coda::reference::rmsnorm_backward_correction");
   check.positive("hidden", hidden, "hidden");
+  check_row_vector(check, "rstd", rstd, row_dot_partials.rows);
   check.throw_if_error();
   Vector c = combine_row_partials(row_dot_partials, Combine::sum);
-  for (double& v : c) v /= double(hidden);
+  for (std::size_t m = 0; m < c.size(); ++m) c[m] *= rstd[m] * rstd[m] / double(hidden);
   return c;
 }
 
-ResidualRmsNormBackward residual_rmsnorm_backward(const Matrix& d, const Matrix& h, const Vector& rstd,
-                                                  const Vector& weight, const Vector& c,
-                                                  const Matrix& grad_residual_in, int64_t bm) {
+Matrix residual_rmsnorm_backward(const Matrix& d, const Matrix& h, const Vector& weight, const Vector& correction,
+                                 const Matrix& grad_residual_in) {
   ArgumentCheck check("coda::reference::residual_rmsnorm_backward");
   checks::require_shape(check, "h", h, d.rows, d.cols, "the shape of d");
-  check_row_vector(check, "rstd", rstd, d.rows);
   check_weight(check, weight, d.cols);
-  check_row_vector(check, "c", c, d.rows);
+  check_row_vector(check, "correction", correction, d.rows);
   checks::require_shape(check, "grad_residual_in", grad_residual_in, d.rows, d.cols, "the shape of d");
+  check.throw_if_error();
+  Matrix out(d.rows, d.cols);
+  for (int64_t m = 0; m < d.rows; ++m)
+    for (int64_t n = 0; n < d.cols; ++n)
+      out(m, n) = grad_residual_in(m, n) + d(m, n) * weight[std::size_t(n)] - correction[std::size_t(m)] * h(m, n);
+  return out;
+}
+
+RmsNormWeightGradients rmsnorm_weight_gradients(const Matrix& product, const Matrix& projection_weight,
+                                                const Vector& weight, int64_t bm) {
+  ArgumentCheck check("coda::reference::rmsnorm_weight_gradients");
+  checks::require_shape(check, "projection_weight", projection_weight, product.rows, product.cols,
+                        "W2 has the shape of the product G = (rstd dZ)^T H");
+  check_weight(check, weight, product.cols);
   checks::require_tile_size(check, "bm", bm);
   check.throw_if_error();
-
-  Matrix normalized_h(d.rows, d.cols);  // rstd H: what dg's columns sum against
-  ResidualRmsNormBackward out{Matrix(d.rows, d.cols), Matrix(), normalize(h, rstd, weight)};
-  for (int64_t m = 0; m < d.rows; ++m) {
-    const double r = rstd[std::size_t(m)];
-    for (int64_t n = 0; n < d.cols; ++n) {
-      normalized_h(m, n) = r * h(m, n);
-      out.grad_residual(m, n) =
-          grad_residual_in(m, n) + r * (d(m, n) * weight[std::size_t(n)] - r * h(m, n) * c[std::size_t(m)]);
-    }
-  }
-  out.weight_grad_partials = column_partial_dots(d, normalized_h, bm);
-  return out;
+  return {times_weight(product, weight), column_partial_dots(product, projection_weight, bm)};
 }
 
 }  // namespace coda::reference

@@ -124,11 +124,13 @@ TEST(CAbiGemm, NoDriverIsSaidPlainly) {
   const GemmCall x;
   ASSERT_EQ(x.gemm(), CODA_UNSUPPORTED);
   const std::string message = coda_last_error();
-  if (message.find("cudaErrorInsufficientDriver") != std::string::npos)
+  if (message.find("cudaErrorInsufficientDriver") != std::string::npos) {
     ADD_FAILURE() << "a missing driver reported as an old one: " << message;
+  }
   int driver = -1;
-  if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)  // none installed
+  if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0) {  // none installed
     EXPECT_EQ(message, "coda_gemm: no CUDA device: no NVIDIA driver is installed (libcuda.so.1 was not found)");
+  }
 }
 
 TEST(CAbiGemm, PlanChecksItsArguments) {

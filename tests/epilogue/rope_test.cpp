@@ -1,6 +1,7 @@
 // The Rope program (GEMM + RoPE; with a row scale: after an RMSNorm) on the CPU executor against
 // reference::rope and reference::row_scale_rope: every part shape, two batches of 150 rows, heads of 128, 64
-// and 96 columns (the last straddle parts), unrotated V heads, and positions outside the cache.
+// and 96 columns (the last straddle parts), unrotated V heads, and positions outside the cache. The
+// RopeBackward program against reference::rope_backward, with its row partials of <dY, Y>.
 #include "coda/epilogue/programs/rope.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <limits>
 
 #include "coda/reference/gemm_rmsnorm_gemm.hpp"
+#include "coda/reference/reductions.hpp"
+#include "coda/reference/rmsnorm.hpp"
 #include "coda/reference/rope.hpp"
 #include "epilogue/support.hpp"
 
@@ -24,6 +27,7 @@ struct RopeCase {
   DType out = DType::bf16;
   bool row_scale = false;
   bool positions_outside_the_cache = false;  // a few rows' positions are -1, max_pos or beyond
+  bool row_dots = false;                     // backward: the row partials of <dY_post, Y_post>
 };
 
 // Rows whose position lies outside the cache, and those positions, when a case asks for them.
@@ -74,6 +78,48 @@ class EpilogueRope : public PartShapeTest {
                   }));
   }
 
+  // RopeBackward: dY_post in the accumulators, Y_post a saved input.
+  void check_backward(const RopeCase& c) const {
+    const ProblemShape shape{150, c.heads * c.head_dim};
+    const auto grad = random_accumulators(shape);
+    const reference::RopeCache cache = reference::rope_cache(kMaxPosition, c.head_dim);
+    const HostTensor cos = host_copy(DType::f32, cache.cos), sin = host_copy(DType::f32, cache.sin);
+    std::vector<reference::Vector> position_values(std::size_t(shape.batch));
+    for (auto& p : position_values)
+      for (int64_t r = 0; r < shape.rows; ++r) p.push_back(double(uniform_int(0, kMaxPosition - 1)));
+    const HostTensor position_column = column_vector_of(DType::i32, position_values);
+    const HostTensor rstd = random_column_vector(DType::f32, shape.rows, shape.batch, 0.5, 2.0);
+    const HostTensor output = random_input(DType::bf16, shape.rows, shape.cols, shape.batch);
+    HostTensor out = poisoned_output(c.out, shape.rows, shape.cols, shape.batch);
+    PartialsBuffer row_dots(shape.rows, part_count(shape.cols, part().cols), shape.batch);
+
+    epilogue::RopeBackward program{.positions = column_vector(position_column),
+                                   .cos = table(cos),
+                                   .sin = table(sin),
+                                   .head_dim = Divisor(int32_t(c.head_dim)),
+                                   .rotated_heads = int32_t(c.rotated_heads),
+                                   .out = tile_out(out)};
+    if (c.row_scale) program.row_scale = column_vector(rstd);
+    if (c.row_dots) {
+      program.output = tile_in(output);
+      program.row_dots = row_dots.partials();
+    }
+    run_batches(program, grad, part());
+
+    expect_output(out, per_batch(grad, [&](const reference::Matrix& dy, int64_t b) {
+                    const auto& p = position_values[std::size_t(b)];
+                    return reference::rope_backward(
+                        c.row_scale ? reference::row_scale(dy, column_vector_values(rstd, b)) : dy,
+                        std::vector<int32_t>(p.begin(), p.end()), cache, c.head_dim, c.rotated_heads);
+                  }));
+    if (c.row_dots) {
+      SCOPED_TRACE("row partials of <dY, Y>");
+      expect_partials(row_dots, per_batch(grad, [&](const reference::Matrix& dy, int64_t b) {
+                        return reference::row_partial_dots(dy, output.matrix(b), part().cols);
+                      }));
+    }
+  }
+
   static epilogue::Table table(const HostTensor& t) {
     return {.data = static_cast<const float*>(t.view.data), .ld = int32_t(t.view.ld()), .rows = int32_t(t.view.rows())};
   }
@@ -97,6 +143,41 @@ TEST_P(EpilogueRope, RowScale) {
 
 TEST_P(EpilogueRope, PositionsOutsideTheCacheGiveNaNRows) {
   check({.head_dim = 64, .heads = 4, .rotated_heads = 2, .positions_outside_the_cache = true});
+}
+
+TEST_P(EpilogueRope, BackwardRotatesBack) { check_backward({.head_dim = 128, .heads = 3, .rotated_heads = 3}); }
+
+TEST_P(EpilogueRope, BackwardWithVHeadsAndRowDots) {
+  check_backward({.head_dim = 96, .heads = 4, .rotated_heads = 3, .row_dots = true});
+}
+
+TEST_P(EpilogueRope, BackwardRowScaleInF32) {
+  check_backward(
+      {.head_dim = 64, .heads = 5, .rotated_heads = 3, .out = DType::f32, .row_scale = true, .row_dots = true});
+}
+
+// Row partials of <dY, Y> need Y: refused without it, naming it.
+TEST_P(EpilogueRope, BackwardRowDotsNeedTheOutput) {
+  const ProblemShape shape{64, 128};
+  const auto grad = random_accumulators(shape);
+  const reference::RopeCache cache = reference::rope_cache(kMaxPosition, 64);
+  const HostTensor cos = host_copy(DType::f32, cache.cos), sin = host_copy(DType::f32, cache.sin);
+  const HostTensor positions = column_vector_of(DType::i32, {reference::Vector(64, 1.0), reference::Vector(64, 2.0)});
+  HostTensor out = poisoned_output(DType::bf16, shape.rows, shape.cols, shape.batch);
+  PartialsBuffer row_dots(shape.rows, 1, shape.batch);
+  const epilogue::RopeBackward program{.positions = column_vector(positions),
+                                       .cos = table(cos),
+                                       .sin = table(sin),
+                                       .head_dim = Divisor(64),
+                                       .rotated_heads = 2,
+                                       .row_dots = row_dots.partials(),
+                                       .out = tile_out(out)};
+  try {
+    run_batches(program, grad, part());
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'output': is null"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -62,6 +62,13 @@ struct Abi {
   decltype(&coda_gemm_row_scale) gemm_row_scale;
   decltype(&coda_cross_entropy_workspace_bytes) cross_entropy_workspace_bytes;
   decltype(&coda_gemm_cross_entropy) gemm_cross_entropy;
+  decltype(&coda_row_partial_count) row_partial_count;
+  decltype(&coda_gemm_swiglu_backward) gemm_swiglu_backward;
+  decltype(&coda_residual_rmsnorm_backward_workspace_bytes) residual_rmsnorm_backward_workspace_bytes;
+  decltype(&coda_gemm_residual_rmsnorm_backward) gemm_residual_rmsnorm_backward;
+  decltype(&coda_rmsnorm_weight_gradients_workspace_bytes) rmsnorm_weight_gradients_workspace_bytes;
+  decltype(&coda_gemm_rmsnorm_weight_gradients) gemm_rmsnorm_weight_gradients;
+  decltype(&coda_rope_backward) rope_backward;
 };
 
 #define CODA_SYMBOL(name) abi.name = symbol<decltype(abi.name)>(library, "coda_" #name)
@@ -172,6 +179,13 @@ int main(int argc, char** argv) {
   CODA_SYMBOL(gemm_row_scale);
   CODA_SYMBOL(cross_entropy_workspace_bytes);
   CODA_SYMBOL(gemm_cross_entropy);
+  CODA_SYMBOL(row_partial_count);
+  CODA_SYMBOL(gemm_swiglu_backward);
+  CODA_SYMBOL(residual_rmsnorm_backward_workspace_bytes);
+  CODA_SYMBOL(gemm_residual_rmsnorm_backward);
+  CODA_SYMBOL(rmsnorm_weight_gradients_workspace_bytes);
+  CODA_SYMBOL(gemm_rmsnorm_weight_gradients);
+  CODA_SYMBOL(rope_backward);
   if (failures > 0) return 1;
 
   check(std::strlen(abi.version()) > 0, "coda_version");
@@ -255,6 +269,41 @@ int main(int argc, char** argv) {
               abi.gemm_cross_entropy(&a, &w_vocab, &targets, &loss, &lse, &options, nullptr, nullptr, workspace, bytes,
                                      nullptr),
               "coda_gemm_cross_entropy");
+
+  // The backward ops: dP (m x k), W_down (k x f), Y and dY (m x 2f); dZs (m x 2f), W2 (2f x k).
+  int64_t parts = 0;
+  expect_refused(abi, abi.row_partial_count(-1, &parts), "coda_row_partial_count", "n");
+  check(abi.row_partial_count(f, &parts) == CODA_OK && parts == 1, "coda_row_partial_count");
+  coda_tensor w_down = memory.tensor(CODA_BF16, k, f), y = memory.tensor(CODA_BF16, m, 2 * f),
+              dy = memory.tensor(CODA_BF16, m, 2 * f), dots = memory.tensor(CODA_F32, m, parts),
+              w2 = memory.tensor(CODA_BF16, 2 * f, k);
+  expect_refused(abi, abi.gemm_swiglu_backward(&a, &w_down, &y, &dy, &rstd, nullptr, nullptr, nullptr),
+                 "coda_gemm_swiglu_backward", "row_dots");  // rank 1
+  expect_runs(abi, gpu, abi.gemm_swiglu_backward(&a, &w_down, &y, &dy, &dots, &rstd, nullptr, nullptr),
+              "coda_gemm_swiglu_backward");
+  check(abi.residual_rmsnorm_backward_workspace_bytes(m, &bytes) == CODA_OK && bytes > 0,
+        "coda_residual_rmsnorm_backward_workspace_bytes");
+  workspace = memory.get(bytes);
+  expect_refused(abi, abi.gemm_residual_rmsnorm_backward(&dy, &w2, &h, &g, &rstd, &dots, &h, nullptr, 1, nullptr,
+                                                         bytes, nullptr),
+                 "coda_gemm_residual_rmsnorm_backward", "workspace");
+  expect_runs(abi, gpu, abi.gemm_residual_rmsnorm_backward(&dy, &w2, &h, &g, &rstd, &dots, &h, nullptr, 1, workspace,
+                                                           bytes, nullptr),
+              "coda_gemm_residual_rmsnorm_backward");
+  check(abi.rmsnorm_weight_gradients_workspace_bytes(2 * f, k, &bytes) == CODA_OK && bytes > 0,
+        "coda_rmsnorm_weight_gradients_workspace_bytes");
+  workspace = memory.get(bytes);
+  coda_tensor dw2 = memory.tensor(CODA_F32, 2 * f, k), dg = memory.vector(CODA_F32, k);
+  expect_refused(abi, abi.gemm_rmsnorm_weight_gradients(&dy, &h, &w2, &g, &dw2, &dots, workspace, bytes, nullptr),
+                 "coda_gemm_rmsnorm_weight_gradients", "grad_weight");  // rank 2
+  expect_runs(abi, gpu, abi.gemm_rmsnorm_weight_gradients(&dy, &h, &w2, &g, &dw2, &dg, workspace, bytes, nullptr),
+              "coda_gemm_rmsnorm_weight_gradients");
+  expect_refused(abi, abi.rope_backward(&out_qkv, &positions, &cos, &sin, head_dim, heads + 1, &out_qkv, nullptr,
+                                        nullptr, nullptr, nullptr),
+                 "coda_rope_backward", "rotated_heads");
+  expect_runs(abi, gpu, abi.rope_backward(&out_qkv, &positions, &cos, &sin, head_dim, heads, &out_qkv, nullptr, nullptr,
+                                          nullptr, nullptr),
+              "coda_rope_backward");
   check(std::string(abi.last_error()).empty() == gpu, "coda_last_error after the last call");
 
   if (gpu) {

@@ -9,6 +9,7 @@
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/rope.hpp"
 #include "coda/ops/swiglu.hpp"
+#include "ops/host_views.hpp"
 #include "coda/reference/rope.hpp"
 #include "coda/reference/swiglu.hpp"
 #include "support/random.hpp"
@@ -20,10 +21,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-alignas(256) unsigned char memory[1 << 20];
-
-TensorView tile(int64_t rows, int64_t cols, DType t = DType::bf16) { return TensorView::matrix(memory, t, rows, cols); }
-TensorView vec(int64_t n, DType t = DType::f32) { return TensorView::vector(memory, t, n); }
+using test::memory;
+using test::tile;
+using test::vec;
 
 TEST(OpsValidation, SwigluRules) {
   auto error = [](const TensorView& x, const TensorView& w, const TensorView& out, const ops::SwigluOptions& o = {}) {
@@ -188,8 +188,10 @@ TEST(OpsValidation, OneCCallOnePrefix) {
 TEST(OpsValidation, WorkspaceQueriesCheckTheirArguments) {
   EXPECT_THROW((void)ops::residual_rmsnorm_workspace_bytes(0, 64), InvalidArgument);
   EXPECT_THROW((void)ops::cross_entropy_workspace_bytes(-5, 100), InvalidArgument);
+  ops::CrossEntropyOptions smoothing;
+  smoothing.label_smoothing = 1.5f;
   try {
-    (void)ops::cross_entropy_workspace_bytes(64, 100, {.label_smoothing = 1.5f});
+    (void)ops::cross_entropy_workspace_bytes(64, 100, smoothing);
     ADD_FAILURE() << "label smoothing 1.5 accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_THAT(e.what(), HasSubstr("argument 'options.label_smoothing': is 1.5 but must be in [0, 1)"));

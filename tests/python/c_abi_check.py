@@ -6,7 +6,7 @@ invalid arguments.
 torch is imported first when it is installed (so its C++ runtime is in the process before libcoda's
 calls run). With torch and a Hopper GPU the valid calls run for real: the GEMM against torch's fp64
 product, split-K with a workspace full of garbage (correct and the same bits run after run), and
-each fused op against torch's math. Without them, each valid call must report CODA_UNSUPPORTED
+each fused op against torch's math, the backward ops against torch's autograd. Without them, each valid call must report CODA_UNSUPPORTED
 under its own name. Invalid calls must report CODA_INVALID_ARGUMENT, naming the function and the
 argument. Exit code 0 when every check passed.
 """
@@ -66,6 +66,13 @@ class Abi:
             "coda_gemm_row_scale": [p, p, p, p, p],
             "coda_cross_entropy_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p, p],
             "coda_gemm_cross_entropy": [p, p, p, p, p, p, p, p, p, size, p],
+            "coda_row_partial_count": [ctypes.c_int64, p],
+            "coda_gemm_swiglu_backward": [p, p, p, p, p, p, p, p],
+            "coda_residual_rmsnorm_backward_workspace_bytes": [ctypes.c_int64, p],
+            "coda_gemm_residual_rmsnorm_backward": [p, p, p, p, p, p, p, p, ctypes.c_int32, p, size, p],
+            "coda_rmsnorm_weight_gradients_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p],
+            "coda_gemm_rmsnorm_weight_gradients": [p, p, p, p, p, p, p, size, p],
+            "coda_rope_backward": [p, p, p, p, ctypes.c_int32, ctypes.c_int32, p, p, p, p, p],
         }
         for name, arguments in signatures.items():
             function = getattr(self.lib, name)
@@ -205,8 +212,68 @@ def every_function(abi, gpu):
     expect_runs(abi, gpu, abi.gemm_cross_entropy(ref(a), ref(w_vocab), ref(targets), ref(loss), ref(lse),
                                                  ref(options), None, None, workspace.data, size.value, s),
                 "coda_gemm_cross_entropy")
+    backward_functions(abi, gpu, mem, s)
     if gpu:
         torch.cuda.synchronize()
+
+
+def backward_functions(abi, gpu, mem, s):
+    """The backward ops, each once with a bad argument and once with good ones."""
+    m, hidden, f, n2, heads, head_dim = 64, 64, 32, 96, 3, 32
+    count = ctypes.c_int64(5)
+    expect_refused(abi, abi.row_partial_count(0, ctypes.byref(count)), "coda_row_partial_count", "n")
+    check(abi.row_partial_count(300, ctypes.byref(count)) == OK and count.value == 3, "coda_row_partial_count(300)")
+    grad_p, _ = mem.tensor(BF16, m, hidden, fill="randn")
+    w_down, _ = mem.tensor(BF16, hidden, f, fill="randn")
+    y, _ = mem.tensor(BF16, m, 2 * f, fill="randn")
+    dy, _ = mem.tensor(BF16, m, 2 * f)
+    dots, _ = mem.tensor(F32, m, 1)
+    rstd, _ = mem.tensor(F32, m, fill="randn")
+    expect_refused(abi, abi.gemm_swiglu_backward(ref(grad_p), ref(w_down), ref(y), ref(y), ref(rstd), None, None, s),
+                   "coda_gemm_swiglu_backward", "row_dots")
+    expect_runs(abi, gpu, abi.gemm_swiglu_backward(ref(grad_p), ref(w_down), ref(y), ref(dy), ref(dots), ref(rstd),
+                                                   None, s), "coda_gemm_swiglu_backward")
+
+    size = ctypes.c_size_t(7)
+    expect_refused(abi, abi.residual_rmsnorm_backward_workspace_bytes(0, ctypes.byref(size)),
+                   "coda_residual_rmsnorm_backward_workspace_bytes", "m")
+    check(abi.residual_rmsnorm_backward_workspace_bytes(m, ctypes.byref(size)) == OK and size.value >= 4 * m,
+          "coda_residual_rmsnorm_backward_workspace_bytes: " + abi.message())
+    workspace, _ = mem.tensor(F32, size.value // 4)
+    dzs, _ = mem.tensor(BF16, m, n2, fill="randn")
+    w2, _ = mem.tensor(BF16, n2, hidden, fill="randn")
+    h, _ = mem.tensor(BF16, m, hidden, fill="randn")
+    g, _ = mem.tensor(F32, hidden, fill="randn")
+    dh, _ = mem.tensor(BF16, m, hidden)
+    expect_refused(abi, abi.gemm_residual_rmsnorm_backward(ref(dzs), ref(w2), ref(h), ref(g), ref(rstd), ref(dots),
+                                                           ref(dh), None, 1, workspace.data, 4, s),
+                   "coda_gemm_residual_rmsnorm_backward", "workspace")
+    expect_runs(abi, gpu, abi.gemm_residual_rmsnorm_backward(ref(dzs), ref(w2), ref(h), ref(g), ref(rstd), ref(dots),
+                                                             ref(dh), None, 1, workspace.data, size.value, s),
+                "coda_gemm_residual_rmsnorm_backward")
+
+    expect_refused(abi, abi.rmsnorm_weight_gradients_workspace_bytes(n2, 0, ctypes.byref(size)),
+                   "coda_rmsnorm_weight_gradients_workspace_bytes", "hidden")
+    check(abi.rmsnorm_weight_gradients_workspace_bytes(n2, hidden, ctypes.byref(size)) == OK,
+          "coda_rmsnorm_weight_gradients_workspace_bytes: " + abi.message())
+    workspace, _ = mem.tensor(F32, size.value // 4)
+    dw2, _ = mem.tensor(F32, n2, hidden)
+    dg, _ = mem.tensor(F32, hidden)
+    expect_refused(abi, abi.gemm_rmsnorm_weight_gradients(ref(dzs), ref(h), ref(w2), ref(g), ref(dw2), ref(dots),
+                                                          workspace.data, size.value, s),
+                   "coda_gemm_rmsnorm_weight_gradients", "grad_weight")
+    expect_runs(abi, gpu, abi.gemm_rmsnorm_weight_gradients(ref(dzs), ref(h), ref(w2), ref(g), ref(dw2), ref(dg),
+                                                            workspace.data, size.value, s),
+                "coda_gemm_rmsnorm_weight_gradients")
+
+    grad_qkv, _ = mem.tensor(BF16, m, heads * head_dim, fill="randn")
+    dz, _ = mem.tensor(BF16, m, heads * head_dim)
+    positions, _ = mem.tensor(I32, m)
+    cos, _ = mem.tensor(F32, 128, head_dim // 2, fill="randn")
+    expect_refused(abi, abi.rope_backward(ref(grad_qkv), ref(positions), ref(cos), ref(cos), head_dim, 2, ref(dz),
+                                          None, ref(dots), None, s), "coda_rope_backward", "options.output")
+    expect_runs(abi, gpu, abi.rope_backward(ref(grad_qkv), ref(positions), ref(cos), ref(cos), head_dim, 2, ref(dz),
+                                            None, None, None, s), "coda_rope_backward")
 
 
 def view(t, dtype):
@@ -294,6 +361,93 @@ def results_on_gpu(abi):
     check(abs(loss.item() - want.item()) < 1e-3 * abs(want.item()), f"coda_gemm_cross_entropy: {loss.item()} vs {want.item()}")
 
 
+def part_sums(t, width):
+    """Row sums of t over consecutive parts of `width` columns: the ops' row partials."""
+    parts = (t.shape[1] + width - 1) // width
+    return torch.stack([t[:, b * width:(b + 1) * width].sum(1) for b in range(parts)], 1)
+
+
+def backward_results_on_gpu(abi):
+    """The backward ops against torch's autograd in fp64."""
+    s, nan, F = stream(), float("nan"), torch.nn.functional
+    # SwiGLU backward: dY from dP, W_down and the saved Y, scaled by rstd, with the row partials of <dY, Y>.
+    m, hidden, f = 300, 256, 192
+    y = (2 * torch.randn(m, 2 * f, device="cuda")).to(torch.bfloat16)
+    w_down = (torch.randn(hidden, f, device="cuda") / 16).to(torch.bfloat16)
+    dp = torch.randn(m, hidden, device="cuda", dtype=torch.bfloat16)
+    rstd = torch.rand(m, device="cuda") + 0.5
+    y64 = y.double().requires_grad_()
+    (F.silu(y64[:, 0::2]) * y64[:, 1::2] @ w_down.double().T).backward(dp.double())
+    dy = torch.full((m, 2 * f), nan, device="cuda", dtype=torch.bfloat16)
+    dots = torch.full((m, (f + 127) // 128), nan, device="cuda")
+    check(abi.gemm_swiglu_backward(ref(view(dp, BF16)), ref(view(w_down, BF16)), ref(view(y, BF16)),
+                                   ref(view(dy, BF16)), ref(view(dots, F32)), ref(view(rstd, F32)), None, s) == OK,
+          abi.message())
+    torch.cuda.synchronize()
+    error = relative_error(dy, y64.grad * rstd.double()[:, None])
+    check(error < 1e-2, f"coda_gemm_swiglu_backward: dY error {error:.2e}")
+    error = relative_error(dots, part_sums(y64.grad * y64.detach(), 256))
+    check(error < 1e-4, f"coda_gemm_swiglu_backward: row partials error {error:.2e}")
+
+    # RMSNorm(h; g) W2^T backward from dZ: dh, dW2 and dg through the two ops.
+    m, hidden, n2, eps = 257, 256, 384, 1e-6
+    h = torch.randn(m, hidden, device="cuda", dtype=torch.bfloat16)
+    g = torch.rand(hidden, device="cuda") + 0.5
+    w2 = (torch.randn(n2, hidden, device="cuda") / 16).to(torch.bfloat16)
+    dz = torch.randn(m, n2, device="cuda", dtype=torch.float64)
+    h64, g64, w64 = (t.double().requires_grad_() for t in (h, g, w2))
+    rstd64 = torch.rsqrt(h64.pow(2).mean(-1, keepdim=True) + eps)
+    z = (h64 * rstd64 * g64) @ w64.T
+    z.backward(dz)
+    rstd = rstd64.detach().float().squeeze(1).contiguous()
+    dots = (dz * z.detach()).sum(-1, keepdim=True).float()
+    dzs = (dz * rstd64.detach()).to(torch.bfloat16)
+    size = ctypes.c_size_t(0)
+    check(abi.residual_rmsnorm_backward_workspace_bytes(m, ctypes.byref(size)) == OK, abi.message())
+    workspace = torch.randint(-2**31, 2**31 - 1, ((size.value + 3) // 4,), device="cuda", dtype=torch.int32)
+    dh = torch.full((m, hidden), nan, device="cuda", dtype=torch.bfloat16)
+    check(abi.gemm_residual_rmsnorm_backward(ref(view(dzs, BF16)), ref(view(w2, BF16)), ref(view(h, BF16)),
+                                             ref(view(g, F32)), ref(view(rstd, F32)), ref(view(dots, F32)),
+                                             ref(view(dh, BF16)), None, 1, ctypes.c_void_p(workspace.data_ptr()),
+                                             size.value, s) == OK, abi.message())
+    check(abi.rmsnorm_weight_gradients_workspace_bytes(n2, hidden, ctypes.byref(size)) == OK, abi.message())
+    workspace = torch.randint(-2**31, 2**31 - 1, ((size.value + 3) // 4,), device="cuda", dtype=torch.int32)
+    dw2 = torch.full((n2, hidden), nan, device="cuda")
+    dg = torch.full((hidden,), nan, device="cuda")
+    check(abi.gemm_rmsnorm_weight_gradients(ref(view(dzs, BF16)), ref(view(h, BF16)), ref(view(w2, BF16)),
+                                            ref(view(g, F32)), ref(view(dw2, F32)), ref(view(dg, F32)),
+                                            ctypes.c_void_p(workspace.data_ptr()), size.value, s) == OK, abi.message())
+    torch.cuda.synchronize()
+    for name, got, want in [("dh", dh, h64.grad), ("dW2", dw2, w64.grad), ("dg", dg, g64.grad)]:
+        error = relative_error(got, want)
+        check(error < 1e-2, f"the RMSNorm backward ops: {name} error {error:.2e}")
+
+    # RoPE backward: the inverse rotation of two rotated heads of three, with the row partials of <dY, Y>.
+    m, heads, head_dim, rotated, max_pos = 129, 3, 64, 2, 256
+    inverse_frequencies = 1.0 / 10000 ** (torch.arange(0, head_dim, 2, device="cuda").double() / head_dim)
+    angles = torch.arange(max_pos, device="cuda").double()[:, None] * inverse_frequencies[None, :]
+    cos, sin = angles.cos().float(), angles.sin().float()
+    positions = torch.randint(0, max_pos, (m,), device="cuda", dtype=torch.int32)
+    z64 = torch.randn(m, heads * head_dim, device="cuda", dtype=torch.float64, requires_grad=True)
+    pairs = z64.view(m, heads, head_dim // 2, 2)
+    c, sn = cos.double()[positions.long()][:, None, :], sin.double()[positions.long()][:, None, :]
+    turned = torch.stack((pairs[..., 0] * c - pairs[..., 1] * sn, pairs[..., 0] * sn + pairs[..., 1] * c), -1)
+    qkv64 = torch.cat((turned[:, :rotated], pairs[:, rotated:]), 1).reshape(m, heads * head_dim)
+    dqkv = torch.randn(m, heads * head_dim, device="cuda", dtype=torch.bfloat16)
+    qkv64.backward(dqkv.double())
+    qkv = qkv64.detach().to(torch.bfloat16)
+    dz = torch.full((m, heads * head_dim), nan, device="cuda", dtype=torch.bfloat16)
+    dots = torch.full((m, (heads * head_dim + 127) // 128), nan, device="cuda")
+    check(abi.rope_backward(ref(view(dqkv, BF16)), ref(view(positions, I32)), ref(view(cos, F32)), ref(view(sin, F32)),
+                            head_dim, rotated, ref(view(dz, BF16)), ref(view(qkv, BF16)), ref(view(dots, F32)), None,
+                            s) == OK, abi.message())
+    torch.cuda.synchronize()
+    error = relative_error(dz, z64.grad)
+    check(error < 1e-2, f"coda_rope_backward: error {error:.2e}")
+    error = relative_error(dots, part_sums(dqkv.double() * qkv.double(), 128))
+    check(error < 1e-4, f"coda_rope_backward: row partials error {error:.2e}")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__)
@@ -310,6 +464,7 @@ def main(argv):
     every_function(abi, gpu)
     if gpu:
         results_on_gpu(abi)
+        backward_results_on_gpu(abi)
     print(f"{'passed' if not failures else 'FAILED'}: {len(failures)} failures")
     return 0 if not failures else 1
 

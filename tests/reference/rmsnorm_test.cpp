@@ -1,11 +1,14 @@
 // RMSNorm's oracle: kernel 4 and the rstd reduction by hand and for any tile width, the row scale
-// (kernel 5) and its backward, the plain RMSNorm backward against central differences, and
-// kernel 9 by hand and against the plain backward for any tile height.
+// (kernel 5) and its backward, the plain RMSNorm backward against central differences, and the
+// fused backward (the correction, kernel 9 and GEMM 2's weight gradients) by hand and against the
+// plain backward for any tile width and height.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "coda/core/layout.hpp"
+#include "coda/reference/gemm.hpp"
 #include "coda/reference/reductions.hpp"
 #include "coda/reference/rmsnorm.hpp"
 #include "reference/support.hpp"
@@ -107,52 +110,60 @@ TEST(ReferenceRmsNorm, PlainBackwardMatchesCentralDifferences) {
             1e-7);
 }
 
-TEST(ReferenceRmsNorm, BackwardCoefficientHandComputed) {
+TEST(ReferenceRmsNorm, BackwardCorrectionHandComputed) {
   Matrix p(2, 3);
   p.data = {1, 2, 3, -4, 0, 2};
-  EXPECT_EQ(rmsnorm_backward_coefficient(p, 4), (Vector{1.5, -0.5}));  // (1+2+3)/4, (-4+0+2)/4
+  // rstd^2 (sum_b P) / hidden: 4 * 6 / 4 and 0.25 * (-2) / 4
+  EXPECT_EQ(rmsnorm_backward_correction(p, {2, 0.5}, 4), (Vector{6, -0.125}));
 }
 
 TEST(ReferenceRmsNorm, Kernel9HandComputed) {
-  // H (1, 7), rstd 0.2, g (2, 0.5), D (1, 1), c 0.1, dR_in (0.5, 0):
-  //   dH0 = 0.5 + 0.2 (1*2 - 0.2*1*0.1) = 0.5 + 0.2 * 1.98 = 0.896
-  //   dH1 = 0 + 0.2 (1*0.5 - 0.2*7*0.1) = 0.2 * 0.36 = 0.072
-  //   dg partials = D * (rstd H) = (0.2, 1.4); N = rstd H g = (0.4, 0.7)
+  // H (1, 7), g (2, 0.5), D' (1, 1), c' 0.02, dR_in (0.5, 0):
+  //   dH0 = 0.5 + 1*2 - 0.02*1 = 2.48,  dH1 = 0 + 1*0.5 - 0.02*7 = 0.36
   Matrix h(1, 2), d(1, 2, 1.0), dr(1, 2);
   h.data = {1, 7};
   dr.data = {0.5, 0};
-  const ResidualRmsNormBackward k9 = residual_rmsnorm_backward(d, h, {0.2}, {2, 0.5}, {0.1}, dr, 1);
-  EXPECT_NEAR(k9.grad_residual(0, 0), 0.896, 1e-15);
-  EXPECT_NEAR(k9.grad_residual(0, 1), 0.072, 1e-15);
-  ASSERT_EQ(k9.weight_grad_partials.rows, 1);
-  EXPECT_NEAR(k9.weight_grad_partials(0, 0), 0.2, 1e-15);
-  EXPECT_NEAR(k9.weight_grad_partials(0, 1), 1.4, 1e-15);
-  EXPECT_NEAR(k9.normalized(0, 0), 0.4, 1e-15);
-  EXPECT_NEAR(k9.normalized(0, 1), 0.7, 1e-15);
+  const Matrix dh = residual_rmsnorm_backward(d, h, {2, 0.5}, {0.02}, dr);
+  EXPECT_NEAR(dh(0, 0), 2.48, 1e-15);
+  EXPECT_NEAR(dh(0, 1), 0.36, 1e-15);
 }
 
-// Kernel 9 fed D = dN, rstd from kernel 4 and c from the partials of <dN, N> reproduces the plain
-// backward, for any tile heights and widths.
-TEST(ReferenceRmsNorm, Kernel9EqualsThePlainBackward) {
+TEST(ReferenceRmsNorm, WeightGradientsHandComputed) {
+  // G (1, 3), W2 (0.5, 2), g (2, 0.5): dW2 = G g = (2, 1.5), dg partials = G W2 = (0.5, 6)
+  Matrix product(1, 2), w2(1, 2);
+  product.data = {1, 3};
+  w2.data = {0.5, 2};
+  const RmsNormWeightGradients w = rmsnorm_weight_gradients(product, w2, {2, 0.5}, 1);
+  EXPECT_EQ(w.grad_projection_weight.data, (std::vector<double>{2, 1.5}));
+  EXPECT_EQ(w.norm_weight_partials.data, (std::vector<double>{0.5, 6}));
+}
+
+// The fused route fed dZ and Z = N W2^T, rstd from kernel 4's partials: the correction from the
+// partials of <dZ, Z>, kernel 9 on D' = (rstd dZ) W2 and the weight gradients from G = (rstd
+// dZ)^T H reproduce the plain backward (dH, dg, dW2 = dZ^T N), for any tile widths and heights.
+TEST(ReferenceRmsNorm, FusedBackwardEqualsThePlainBackward) {
   SCOPED_TRACE(test::seed_note());
-  const int64_t m = 9, hidden = 12;
+  const int64_t m = 9, hidden = 12, n2 = 7;
   const double eps = 1e-4;
-  const Matrix h = test::random_matrix(m, hidden), dn = test::random_matrix(m, hidden),
+  const Matrix h = test::random_matrix(m, hidden), dz = test::random_matrix(m, n2), w2 = test::random_matrix(n2, hidden),
                dr_in = test::random_matrix(m, hidden);
   const Vector g = test::random_vector(hidden);
+  const Matrix n = rmsnorm(h, g, eps), z = gemm(n, Major::k, w2, Major::k), dn = gemm(dz, Major::k, w2, Major::mn);
   const RmsNormBackward plain = rmsnorm_backward(dn, h, g, eps);
-  const Matrix n = rmsnorm(h, g, eps);
+  Matrix want_dh = plain.grad_input;
+  for (std::size_t i = 0; i < want_dh.data.size(); ++i) want_dh.data[i] += dr_in.data[i];
+  const Matrix want_dw2 = gemm(dz, Major::mn, n, Major::mn);
   for (int64_t tile : {int64_t(1), int64_t(2), int64_t(5), m, m + 4}) {
     SCOPED_TRACE(tile);
     const Vector rstd = rstd_from_partials(row_partial_sums_of_squares(h, tile), hidden, eps);
-    const Vector c = rmsnorm_backward_coefficient(row_partial_dots(n, dn, tile), hidden);
-    const ResidualRmsNormBackward k9 = residual_rmsnorm_backward(dn, h, rstd, g, c, dr_in, tile);
-    ASSERT_EQ(k9.weight_grad_partials.rows, (m + tile - 1) / tile);
-    Matrix want = plain.grad_input;
-    for (std::size_t i = 0; i < want.data.size(); ++i) want.data[i] += dr_in.data[i];
-    EXPECT_LT(relative_error(k9.grad_residual, want), 1e-14);
-    EXPECT_LT(relative_error(combine_column_partials(k9.weight_grad_partials, Combine::sum), plain.grad_weight), 1e-14);
-    EXPECT_LT(relative_error(k9.normalized, n), 1e-15);
+    const Vector correction = rmsnorm_backward_correction(row_partial_dots(z, dz, tile), rstd, hidden);
+    const Matrix scaled = row_scale(dz, rstd);
+    const Matrix dh = residual_rmsnorm_backward(gemm(scaled, Major::k, w2, Major::mn), h, g, correction, dr_in);
+    EXPECT_LT(relative_error(dh, want_dh), 1e-13);
+    const RmsNormWeightGradients w = rmsnorm_weight_gradients(gemm(scaled, Major::mn, h, Major::mn), w2, g, tile);
+    ASSERT_EQ(w.norm_weight_partials.rows, (n2 + tile - 1) / tile);
+    EXPECT_LT(relative_error(combine_column_partials(w.norm_weight_partials, Combine::sum), plain.grad_weight), 1e-13);
+    EXPECT_LT(relative_error(w.grad_projection_weight, want_dw2), 1e-13);
   }
 }
 
@@ -180,19 +191,24 @@ TEST(ReferenceRmsNorm, Validates) {
               HasSubstr("coda::reference::row_scale: argument 'scale': has 3 entries but must have 2"));
   EXPECT_THAT(test::invalid_argument_message([&] { row_scale_backward(bad, y, rows); }),
               HasSubstr("coda::reference::row_scale_backward: argument 'grad_output'"));
-  EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_backward_coefficient(y, 0); }),
-              HasSubstr("argument 'hidden'"));
-  const auto kernel9 = [&](const Matrix& h, const Vector& rstd, const Vector& weight, const Vector& c,
-                           const Matrix& dr, int64_t bm) { residual_rmsnorm_backward(y, h, rstd, weight, c, dr, bm); };
-  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(bad, rows, g, rows, y, 1); }),
+  EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_backward_correction(y, rows, 0); }),
+              HasSubstr("coda::reference::rmsnorm_backward_correction: argument 'hidden'"));
+  EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_backward_correction(y, g, 3); }),
+              HasSubstr("argument 'rstd': has 3 entries but must have 2"));
+  const auto kernel9 = [&](const Matrix& h, const Vector& weight, const Vector& correction, const Matrix& dr) {
+    residual_rmsnorm_backward(y, h, weight, correction, dr);
+  };
+  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(bad, g, rows, y); }),
               HasSubstr("coda::reference::residual_rmsnorm_backward: argument 'h'"));
-  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, {1}, g, rows, y, 1); }), HasSubstr("argument 'rstd'"));
-  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, rows, rows, rows, y, 1); }),
-              HasSubstr("argument 'weight'"));
-  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, rows, g, g, y, 1); }), HasSubstr("argument 'c'"));
-  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, rows, g, rows, bad, 1); }),
+  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, rows, rows, y); }), HasSubstr("argument 'weight'"));
+  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, g, g, y); }), HasSubstr("argument 'correction'"));
+  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, g, rows, bad); }),
               HasSubstr("argument 'grad_residual_in'"));
-  EXPECT_THAT(test::invalid_argument_message([&] { kernel9(y, rows, g, rows, y, 0); }), HasSubstr("argument 'bm'"));
+  EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_weight_gradients(y, bad, g, 1); }),
+              HasSubstr("coda::reference::rmsnorm_weight_gradients: argument 'projection_weight'"));
+  EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_weight_gradients(y, y, rows, 1); }),
+              HasSubstr("argument 'weight'"));
+  EXPECT_THAT(test::invalid_argument_message([&] { rmsnorm_weight_gradients(y, y, g, 0); }), HasSubstr("argument 'bm'"));
 }
 
 }  // namespace

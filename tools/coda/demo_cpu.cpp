@@ -217,7 +217,7 @@ void rmsnorm_section(SectionChecks& t) {
   const Matrix grad_z = random_matrix(7, 10), grad_h = random_matrix(7, 12);
   const GemmRmsNormGemmGradients want = gemm_rmsnorm_gemm_backward(layer, plain, grad_z, grad_h);
   const GemmRmsNormGemmGradients got = gemm_rmsnorm_gemm_backward_fused(layer, plain, grad_z, grad_h, bn, bm);
-  t.add("fused backward (<dZ, Z> -> c -> 9) == plain backward",
+  t.add("fused backward (<dZ, Z> -> c' -> 9, dW2 and dg from (rstd dZ)^T H) == plain backward",
         std::max({max_abs_difference(got.x, want.x), max_abs_difference(got.w1, want.w1),
                   max_abs_difference(got.residual, want.residual),
                   max_abs_difference(got.norm_weight, want.norm_weight), max_abs_difference(got.w2, want.w2)}),

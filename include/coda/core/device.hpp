@@ -45,6 +45,10 @@ CODA_API const DeviceInfo& current_device();
 /// True when the current device is a Hopper GPU that can run coda's kernels.
 CODA_API bool hopper_available();
 
+/// Throw coda::Unsupported naming `function` unless the current device runs coda's kernels (no
+/// device, no driver, or not sm_90).
+CODA_API void require_hopper(const char* function);
+
 /// Throw CudaError naming `what` when a CUDA runtime call failed (`error` is a cudaError_t).
 CODA_API void check_cuda(int error, const char* what);
 

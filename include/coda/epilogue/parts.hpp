@@ -16,5 +16,7 @@ inline constexpr int kPartCols = 128;
 
 /// Parts of a row of `n` columns: the number of per-part partials a row reduction writes.
 inline constexpr int64_t parts_along(int64_t n) { return (n + kPartCols - 1) / kPartCols; }
+/// Parts of a column of `m` rows: the number of per-part partials a column reduction writes.
+inline constexpr int64_t parts_along_rows(int64_t m) { return (m + kPartRows - 1) / kPartRows; }
 
 }  // namespace coda::epilogue

@@ -17,6 +17,17 @@
 //
 //   coda::ops::gemm_residual_rmsnorm(x, w1, residual, {}, 1e-6f, h, {}, rstd, workspace, bytes, stream);
 //   coda::ops::gemm_row_scale(h, w2_times_g, rstd, z, stream);
+//
+// The backward (docs/kernels.md), given the gradient dZ of the second GEMM's output as the op
+// producing it stores it: scaled by rstd (dZs = rstd ⊙ dZ: gemm_swiglu_backward's and
+// rope_backward's row_scale), with the row partials of <dZ, Z> (their row_dots):
+//
+//   // dH = dH_out + the RMSNorm backward of dZs W2 (h, rstd: the forward's; weight g)
+//   coda::ops::gemm_residual_rmsnorm_backward(dzs, w2, h, g, rstd, row_dots, dh, ws, ws_bytes, stream,
+//                                             {.grad_residual = dh_out});
+//   // dW2 = dZ^T RMSNorm(h) and dg, from one GEMM dZs^T h
+//   coda::ops::gemm_rmsnorm_weight_gradients(dzs, h, w2, g, dw2, dg, ws2, ws2_bytes, stream);
+//   // then dX = dH W1 and dW1 = dH^T X (coda::gemm), dR = dH
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -59,5 +70,59 @@ CODA_API void gemm_row_scale(const TensorView& x, const TensorView& w, const Ten
 CODA_API Status try_gemm_row_scale(const TensorView& x, const TensorView& w, const TensorView& rstd,
                                    const TensorView& out, cudaStream_t stream = nullptr,
                                    const RowScaleOptions& options = {});
+
+// ---- backward ------------------------------------------------------------------------------------
+/// Row partials per row an op writes over n columns of its output (row_dots): ceil(n / 128).
+CODA_API int64_t row_partial_count(int64_t n);
+
+struct ResidualRmsNormBackwardOptions {
+  TensorView grad_residual;  // optional: dH_out (M x hidden), the gradient reaching h from later layers
+  // grad_output holds rstd ⊙ dZ (what the backward ops store with their row_scale); false: dZ itself.
+  bool grad_output_scaled = true;
+  GemmOptions gemm;
+};
+
+/// Bytes of the workspace gemm_residual_rmsnorm_backward needs for M rows (M >= 1), any contents.
+CODA_API std::size_t residual_rmsnorm_backward_workspace_bytes(int64_t m);
+
+/// dH = dH_out + RMSNorm'(h) (dZ W2): grad_output dZs = rstd ⊙ dZ (M x N2; see options), w the
+/// second GEMM's weight W2 (N2 x hidden, nn.Linear layout), h (M x hidden) and rstd (f32, M) as
+/// gemm_residual_rmsnorm stored them, weight g (f32, bf16 or f16, hidden), row_dots the row partials
+/// of <dZ, Z> (f32, M x P, any P >= 1: summed in order), grad_h (M x hidden). grad_output, w, h,
+/// grad_h (and grad_residual) share one type, bf16 or f16.
+CODA_API void gemm_residual_rmsnorm_backward(const TensorView& grad_output, const TensorView& w, const TensorView& h,
+                                             const TensorView& weight, const TensorView& rstd,
+                                             const TensorView& row_dots, const TensorView& grad_h, void* workspace,
+                                             std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                             const ResidualRmsNormBackwardOptions& options = {});
+CODA_API Status try_gemm_residual_rmsnorm_backward(const TensorView& grad_output, const TensorView& w,
+                                                   const TensorView& h, const TensorView& weight,
+                                                   const TensorView& rstd, const TensorView& row_dots,
+                                                   const TensorView& grad_h, void* workspace,
+                                                   std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                                   const ResidualRmsNormBackwardOptions& options = {});
+
+struct RmsNormWeightGradientsOptions {
+  GemmOptions gemm;
+};
+
+/// Bytes of the workspace gemm_rmsnorm_weight_gradients needs for a W2 of n2 x hidden, any contents.
+CODA_API std::size_t rmsnorm_weight_gradients_workspace_bytes(int64_t n2, int64_t hidden);
+
+/// The weight gradients around an RMSNorm feeding a GEMM, from the one GEMM G = dZs^T h: grad_w =
+/// dW2 = G ⊙ g (N2 x hidden; the operands' type or f32) and grad_weight = dg = sum_i G ⊙ W2 (hidden;
+/// f32, bf16 or f16). grad_output dZs = rstd ⊙ dZ (T x N2), h the saved residual stream (T x hidden),
+/// w = W2 (N2 x hidden), weight g (f32, bf16 or f16, hidden); grad_output, h and w share one type.
+CODA_API void gemm_rmsnorm_weight_gradients(const TensorView& grad_output, const TensorView& h, const TensorView& w,
+                                            const TensorView& weight, const TensorView& grad_w,
+                                            const TensorView& grad_weight, void* workspace, std::size_t workspace_bytes,
+                                            cudaStream_t stream = nullptr,
+                                            const RmsNormWeightGradientsOptions& options = {});
+CODA_API Status try_gemm_rmsnorm_weight_gradients(const TensorView& grad_output, const TensorView& h,
+                                                  const TensorView& w, const TensorView& weight,
+                                                  const TensorView& grad_w, const TensorView& grad_weight,
+                                                  void* workspace, std::size_t workspace_bytes,
+                                                  cudaStream_t stream = nullptr,
+                                                  const RmsNormWeightGradientsOptions& options = {});
 
 }  // namespace coda::ops

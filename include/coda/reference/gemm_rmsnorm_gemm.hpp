@@ -12,7 +12,7 @@
 // Forward:  H = X W1^T + R,  rstd = 1/sqrt(mean_n H^2 + eps),  N = rstd H ⊙ g,  Z = N W2^T.
 // Backward, given dZ and dH_out (the gradient reaching the residual stream H from later layers):
 //   dW2 = dZ^T N, dN = dZ W2, dH = dH_out + RMSNorm backward, dg = sum_m dN ⊙ (rstd H),
-//   dX = dH W1, dW1 = dH^T X, dR = dH.
+//   dX = dH W1, dW1 = dH^T X, dR = dH. (Fused: see gemm_rmsnorm_gemm_backward_fused.)
 #pragma once
 
 #include <cstdint>
@@ -58,9 +58,10 @@ struct GemmRmsNormGemmGradients {
 /// Plain: dN = dZ W2, then the standard RMSNorm backward recomputed from H (saved.rstd unused).
 GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward(const GemmRmsNormGemm& layer, const GemmRmsNormGemmForward& saved,
                                                     const Matrix& grad_output, const Matrix& grad_residual_out);
-/// Fused, from the saved H, rstd and Z: row partials of <dZ, Z> over column tiles of width bn
-/// (what the epilogue producing dZ emits), c from them, then the residual + RMSNorm backward on
-/// D = dZ W2 with column partials of dg over row tiles of height bm; dW2 from its N.
+/// Fused, from the saved H, rstd and Z, as the kernels compute it: row partials of <dZ, Z> over
+/// column tiles of width bn (what the epilogue producing dZ emits, storing dZs = rstd ⊙ dZ), the
+/// correction c' from them, the residual + RMSNorm backward on D' = dZs W2, and the GEMM
+/// G = dZs^T H with dW2 = G ⊙ g and column partials of dg = sum_i G ⊙ W2 over row tiles of height bm.
 GemmRmsNormGemmGradients gemm_rmsnorm_gemm_backward_fused(const GemmRmsNormGemm& layer,
                                                           const GemmRmsNormGemmForward& saved,
                                                           const Matrix& grad_output, const Matrix& grad_residual_out,

@@ -1,5 +1,6 @@
 // coda/epilogue/programs/rmsnorm.hpp: the first GEMM of the GEMM-residual-RMSNorm-GEMM pattern
-// (ResidualRmsNorm) and the row scale the second GEMM applies (RowScale); docs/kernels.md.
+// (ResidualRmsNorm), the row scale the second GEMM applies (RowScale), and the pattern's backward
+// (ResidualRmsNormBackward, RmsNormWeightGradients); docs/kernels.md.
 //
 //   GEMM 1:    H = X W1^T + R   (store H: the new residual stream)
 //              S[m, b] = sum over the part's columns of H^2   (fp32, from H before rounding)
@@ -10,6 +11,14 @@
 // g scales along the second GEMM's K, so it can live in that GEMM's weight instead: with
 // W2' = W2 diag(g), Z = rstd[m] * (H W2'^T), and U need not exist (out.data null: not stored, a
 // third less of the epilogue's memory traffic).
+//
+// Backward, given dZs = rstd ⊙ dZ (the epilogue producing dZ stores it scaled: SwigluBackward's and
+// RopeBackward's row_scale) and the row partials of <dZ, Z> it also emits:
+//   aux:       c'[m] = rstd[m]^2 <dZ[m], Z[m]> / N                     (from the partials)
+//   GEMM:      D' = dZs W2   ->  ResidualRmsNormBackward:  dH = dH_out + D' ⊙ g - c' ⊙ H
+//   GEMM:      G = dZs^T H   ->  RmsNormWeightGradients:  dW2 = G ⊙ g,  dg partials = sum_i G ⊙ W2
+// dg comes from the weight-gradient GEMM (K = tokens: its epilogue is a sliver of its time) rather
+// than from D' (there it would need H twice and a column reduction beside the dH store).
 #pragma once
 
 #include "coda/core/validate.hpp"
@@ -25,7 +34,9 @@ struct ResidualRmsNorm {
   TileOut out{};           // U, M x N; optional (data null: not stored, g unread)
 
   template <class Inputs>
-  CODA_HD void tile_inputs(Inputs& in) const { in(residual); }
+  CODA_HD void tile_inputs(Inputs& in) const {
+    in(residual);
+  }
   // Fetched into shared memory during the tile's MMAs (program.hpp): read straight from global
   // memory, the residual's 64 loads per thread were about half of the epilogue's time.
   static constexpr auto staged_input = &ResidualRmsNorm::residual;
@@ -58,6 +69,71 @@ struct RowScale {
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     t.store(out, [&](const Element& x) { return x.value * t.load(scale, x); });
+  }
+};
+
+struct ResidualRmsNormBackward {
+  TileIn residual{};            // H, M x N: the saved residual stream (ResidualRmsNorm's residual_out)
+  TileIn grad_residual{};       // optional: dH_out, M x N, the gradient reaching H from later layers
+  RowVector weight{};           // g, N
+  ColumnVector correction{};    // c' = rstd^2 <dZ, Z> / N, M (f32)
+  ColumnVector row_scale{};     // optional: rstd, when the GEMM's A is dZ rather than rstd ⊙ dZ
+  TileOut grad_residual_out{};  // dH, M x N
+
+  template <class Inputs>
+  CODA_HD void tile_inputs(Inputs& in) const {
+    in(residual);
+    in(grad_residual);
+  }
+  static constexpr auto staged_input = &ResidualRmsNormBackward::residual;  // as ResidualRmsNorm's
+  static constexpr auto staged_row_vector = &ResidualRmsNormBackward::weight;
+
+  void check_arguments(ArgumentCheck& check) const {
+    check.require(weight.data != nullptr, "weight", "is null, but dH is D' * weight - correction * H")
+        .require(correction.data != nullptr, "correction", "is null, but dH is D' * weight - correction * H");
+  }
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    // Each variant is its own unrolled map rather than a branch per element. dH_out is added in the
+    // store, a subtile at a time: read in the map, its 64 words per thread were all in flight beside
+    // the 128 accumulators and the staged weight, and the kernel spilled (784 bytes of stack).
+    if (row_scale.data) normalize(t, [&](const Element& x) { return t.load(row_scale, x) * t.load(weight, x); });
+    else normalize(t, [&](const Element& x) { return t.load(weight, x); });
+    if (grad_residual.data)
+      t.store(grad_residual_out, [&](const Element& x) { return x.value + t.load(grad_residual, x); });
+    else t.store(grad_residual_out);
+  }
+
+ private:
+  // D' * factor - c' * H; H is the staged input, read in the program's first map (program.hpp).
+  template <class Tile, class Factor>
+  CODA_HD void normalize(Tile& t, const Factor& factor) const {
+    t.map([&](Element& x) { x.value = x.value * factor(x) - t.load(correction, x) * t.load(residual, x); });
+  }
+};
+
+struct RmsNormWeightGradients {
+  TileIn projection_weight{};        // W2, N2 x N (the output's shape): the weight of the GEMM after the norm
+  RowVector norm_weight{};           // g, N
+  TileOut grad_projection_weight{};  // dW2 = G ⊙ g, N2 x N
+  Partials norm_weight_partials{};   // parts along N2 x N: column partials of dg = sum_i G ⊙ W2
+
+  template <class Inputs>
+  CODA_HD void tile_inputs(Inputs& in) const {
+    in(projection_weight);
+  }
+  static constexpr auto staged_row_vector = &RmsNormWeightGradients::norm_weight;
+
+  void check_arguments(ArgumentCheck& check) const {
+    check.require(norm_weight.data != nullptr, "norm_weight", "is null, but dW2 is G * norm_weight");
+  }
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    t.column_reduce(norm_weight_partials, Sum{},
+                    [&](const Element& x) { return x.value * t.load(projection_weight, x); });
+    t.store(grad_projection_weight, [&](const Element& x) { return x.value * t.load(norm_weight, x); });
   }
 };
 
