@@ -165,6 +165,13 @@ CODA_C_API coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_
 /* ceil(n / 128) in *count: the row partials per row an op writes over n >= 1 columns. */
 CODA_C_API coda_status coda_row_partial_count(int64_t n, int64_t* count);
 
+/* grad_input = scale * grad_output row by row (the backward of a row scale Z = scale[m] Y, for a
+ * gradient that comes from outside) and, with output (Z), row_dots (f32, M x ceil(N/128)): the
+ * partials of <grad_output, Z>. output and row_dots may be NULL. */
+CODA_C_API coda_status coda_row_scale_backward(const coda_tensor* grad_output, const coda_tensor* output,
+                                               const coda_tensor* scale, const coda_tensor* grad_input,
+                                               const coda_tensor* row_dots, void* stream);
+
 /* dY = SwiGLU'(Y) * (dP W_down): grad_output dP (M x H), w_down (H x F, nn.Linear layout),
  * pre_activation Y and grad_pre_activation dY (M x 2F, interleaved). row_dots (f32, M x
  * ceil(F/128)), row_scale (f32, M; dY stored times it) and output (O = silu(g) u, M x F) may be NULL. */

@@ -21,6 +21,20 @@ coda_status coda_row_partial_count(int64_t n, int64_t* count) {
   });
 }
 
+coda_status coda_row_scale_backward(const coda_tensor* grad_output, const coda_tensor* output,
+                                    const coda_tensor* scale, const coda_tensor* grad_input,
+                                    const coda_tensor* row_dots, void* stream) {
+  constexpr const char* kFunction = "coda_row_scale_backward";
+  return c_call(kFunction, [&] {
+    Views v(kFunction);
+    const coda::TensorView gv = v.tile("grad_output", grad_output), ov = v.optional_tile("output", output),
+                           sv = v.vector("scale", scale), dv = v.tile("grad_input", grad_input),
+                           pv = v.optional_tile("row_dots", row_dots);
+    v.check.throw_if_error();
+    coda::ops::row_scale_backward(gv, ov, sv, dv, pv, stream_of(stream));
+  });
+}
+
 coda_status coda_gemm_swiglu_backward(const coda_tensor* grad_output, const coda_tensor* w_down,
                                       const coda_tensor* pre_activation, const coda_tensor* grad_pre_activation,
                                       const coda_tensor* row_dots, const coda_tensor* row_scale,

@@ -63,6 +63,7 @@ struct Abi {
   decltype(&coda_cross_entropy_workspace_bytes) cross_entropy_workspace_bytes;
   decltype(&coda_gemm_cross_entropy) gemm_cross_entropy;
   decltype(&coda_row_partial_count) row_partial_count;
+  decltype(&coda_row_scale_backward) row_scale_backward;
   decltype(&coda_gemm_swiglu_backward) gemm_swiglu_backward;
   decltype(&coda_residual_rmsnorm_backward_workspace_bytes) residual_rmsnorm_backward_workspace_bytes;
   decltype(&coda_gemm_residual_rmsnorm_backward) gemm_residual_rmsnorm_backward;
@@ -180,6 +181,7 @@ int main(int argc, char** argv) {
   CODA_SYMBOL(cross_entropy_workspace_bytes);
   CODA_SYMBOL(gemm_cross_entropy);
   CODA_SYMBOL(row_partial_count);
+  CODA_SYMBOL(row_scale_backward);
   CODA_SYMBOL(gemm_swiglu_backward);
   CODA_SYMBOL(residual_rmsnorm_backward_workspace_bytes);
   CODA_SYMBOL(gemm_residual_rmsnorm_backward);
@@ -281,6 +283,9 @@ int main(int argc, char** argv) {
                  "coda_gemm_swiglu_backward", "row_dots");  // rank 1
   expect_runs(abi, gpu, abi.gemm_swiglu_backward(&a, &w_down, &y, &dy, &dots, &rstd, nullptr, nullptr),
               "coda_gemm_swiglu_backward");
+  expect_refused(abi, abi.row_scale_backward(&dy, &dy, nullptr, &dy, nullptr, nullptr), "coda_row_scale_backward",
+                 "scale");
+  expect_runs(abi, gpu, abi.row_scale_backward(&dy, &y, &rstd, &dy, &dots, nullptr), "coda_row_scale_backward");
   check(abi.residual_rmsnorm_backward_workspace_bytes(m, &bytes) == CODA_OK && bytes > 0,
         "coda_residual_rmsnorm_backward_workspace_bytes");
   workspace = memory.get(bytes);

@@ -266,6 +266,33 @@ TEST(BackwardGpu, RopeBackwardMatchesReference) {
   }
 }
 
+TEST(BackwardGpu, RowScaleBackwardMatchesReference) {
+  CODA_REQUIRE_HOPPER();
+  for (const auto [m, n] : {std::pair<int64_t, int64_t>{1, 8}, {129, 200}, {4095, 1030}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n << ", " << seed_note());
+    DeviceTensor grad(DType::bf16, m, n), z(DType::bf16, m, n), scale(DType::f32, 1, m);
+    grad.random();
+    z.random(-2.0, 2.0);
+    scale.random(0.5, 2.0);
+    DeviceTensor out(DType::bf16, m, n), dots(DType::f32, m, epilogue::parts_along(n));
+    out.poison();
+    dots.poison();
+    ops::row_scale_backward(grad.view(), z.view(), scale.vector_view(), out.view(), dots.view());
+    CODA_CUDA_CHECK(cudaDeviceSynchronize());
+    Repeat first_run({&out, &dots});
+    EXPECT_EQ(unwritten(out.host) + unwritten(dots.host), 0);
+    EXPECT_TRUE(out.written_only_inside());
+    EXPECT_LT(reference::relative_error(out.host.matrix(), reference::row_scale(matrix_of(grad), values_of(scale))),
+              kBf16Tolerance);
+    EXPECT_LT(reference::relative_error(dots.host.matrix(),
+                                        reference::row_partial_dots(matrix_of(grad), matrix_of(z), kPartCols)),
+              kPartialTolerance);
+    ops::row_scale_backward(grad.view(), z.view(), scale.vector_view(), out.view(), dots.view());
+    CODA_CUDA_CHECK(cudaDeviceSynchronize());
+    first_run.expect_same();
+  }
+}
+
 // A position outside the cache makes that row's rotated columns NaN, as in the forward; the rest
 // of the row and the other rows are untouched by it.
 TEST(BackwardGpu, RopeBackwardPositionOutsideTheCache) {

@@ -144,6 +144,24 @@ TEST(BackwardValidation, RopeBackwardRules) {
   expect_device_check(status(tile(8, 128), 64, 1, tile(8, 128), o), "coda::ops::rope_backward");
 }
 
+TEST(BackwardValidation, RowScaleBackwardRules) {
+  auto status = [](const TensorView& output, const TensorView& scale, const TensorView& grad_input,
+                   const TensorView& row_dots) {
+    return ops::try_row_scale_backward(tile(64, 200), output, scale, grad_input, row_dots);
+  };
+  const TensorView dots = tile(64, 2, DType::f32);
+  EXPECT_THAT(status(tile(64, 200), {}, tile(64, 200), dots).message(),
+              HasSubstr("coda::ops::row_scale_backward: argument 'scale': is a null pointer"));
+  EXPECT_THAT(status({}, vec(64), tile(64, 200), dots).message(),
+              HasSubstr("argument 'output': is null, but row_dots is <grad_output, output>"));
+  EXPECT_THAT(status(tile(64, 200), vec(64), tile(64, 192), dots).message(),
+              HasSubstr("argument 'grad_input': shape (64, 192) bf16"));
+  EXPECT_THAT(status(tile(64, 200), vec(63), tile(64, 200), dots).message(),
+              HasSubstr("argument 'scale': length 63 must be 64"));
+  expect_device_check(status(tile(64, 200), vec(64), tile(64, 200), dots), "coda::ops::row_scale_backward");
+  expect_device_check(status({}, vec(64), tile(64, 200), {}), "coda::ops::row_scale_backward");
+}
+
 TEST(BackwardValidation, CAbi) {
   coda_tensor dp = {memory, CODA_BF16, 2, {64, 32}, {32, 1}}, w_down = {memory, CODA_BF16, 2, {32, 48}, {48, 1}};
   coda_tensor y = {memory, CODA_BF16, 2, {64, 96}, {96, 1}};
@@ -186,6 +204,9 @@ TEST(BackwardValidation, CAbi) {
                                                sizeof(memory), nullptr),
             CODA_INVALID_ARGUMENT);
   EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_rmsnorm_weight_gradients: argument 'grad_weight'"));
+
+  EXPECT_EQ(coda_row_scale_backward(&dzs, &dzs, nullptr, &dzs, &dots, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), StartsWith("coda_row_scale_backward: argument 'scale'"));
 
   int64_t count = 0;
   ASSERT_EQ(coda_row_partial_count(300, &count), CODA_OK);

@@ -67,6 +67,7 @@ class Abi:
             "coda_cross_entropy_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p, p],
             "coda_gemm_cross_entropy": [p, p, p, p, p, p, p, p, p, size, p],
             "coda_row_partial_count": [ctypes.c_int64, p],
+            "coda_row_scale_backward": [p, p, p, p, p, p],
             "coda_gemm_swiglu_backward": [p, p, p, p, p, p, p, p],
             "coda_residual_rmsnorm_backward_workspace_bytes": [ctypes.c_int64, p],
             "coda_gemm_residual_rmsnorm_backward": [p, p, p, p, p, p, p, p, ctypes.c_int32, p, size, p],
@@ -234,6 +235,11 @@ def backward_functions(abi, gpu, mem, s):
     expect_runs(abi, gpu, abi.gemm_swiglu_backward(ref(grad_p), ref(w_down), ref(y), ref(dy), ref(dots), ref(rstd),
                                                    None, s), "coda_gemm_swiglu_backward")
 
+    expect_refused(abi, abi.row_scale_backward(ref(dy), ref(y), None, ref(dy), None, s), "coda_row_scale_backward",
+                   "scale")
+    expect_runs(abi, gpu, abi.row_scale_backward(ref(y), ref(y), ref(rstd), ref(dy), ref(dots), s),
+                "coda_row_scale_backward")
+
     size = ctypes.c_size_t(7)
     expect_refused(abi, abi.residual_rmsnorm_backward_workspace_bytes(0, ctypes.byref(size)),
                    "coda_residual_rmsnorm_backward_workspace_bytes", "m")
@@ -389,19 +395,23 @@ def backward_results_on_gpu(abi):
     error = relative_error(dots, part_sums(y64.grad * y64.detach(), 256))
     check(error < 1e-4, f"coda_gemm_swiglu_backward: row partials error {error:.2e}")
 
-    # RMSNorm(h; g) W2^T backward from dZ: dh, dW2 and dg through the two ops.
+    # RMSNorm(h; g) W2^T backward from dZ: dZs and the partials, then dh, dW2 and dg through the three ops.
     m, hidden, n2, eps = 257, 256, 384, 1e-6
     h = torch.randn(m, hidden, device="cuda", dtype=torch.bfloat16)
     g = torch.rand(hidden, device="cuda") + 0.5
     w2 = (torch.randn(n2, hidden, device="cuda") / 16).to(torch.bfloat16)
-    dz = torch.randn(m, n2, device="cuda", dtype=torch.float64)
+    dz = torch.randn(m, n2, device="cuda", dtype=torch.bfloat16)
     h64, g64, w64 = (t.double().requires_grad_() for t in (h, g, w2))
     rstd64 = torch.rsqrt(h64.pow(2).mean(-1, keepdim=True) + eps)
-    z = (h64 * rstd64 * g64) @ w64.T
-    z.backward(dz)
+    z64 = (h64 * rstd64 * g64) @ w64.T
+    z64.backward(dz.double())
     rstd = rstd64.detach().float().squeeze(1).contiguous()
-    dots = (dz * z.detach()).sum(-1, keepdim=True).float()
-    dzs = (dz * rstd64.detach()).to(torch.bfloat16)
+    z = z64.detach().to(torch.bfloat16)
+    # dZs = rstd dZ and the partials of <dZ, Z>, as an epilogue producing dZ would store them.
+    dzs = torch.full((m, n2), nan, device="cuda", dtype=torch.bfloat16)
+    dots = torch.full((m, (n2 + 127) // 128), nan, device="cuda")
+    check(abi.row_scale_backward(ref(view(dz, BF16)), ref(view(z, BF16)), ref(view(rstd, F32)), ref(view(dzs, BF16)),
+                                 ref(view(dots, F32)), s) == OK, abi.message())
     size = ctypes.c_size_t(0)
     check(abi.residual_rmsnorm_backward_workspace_bytes(m, ctypes.byref(size)) == OK, abi.message())
     workspace = torch.randint(-2**31, 2**31 - 1, ((size.value + 3) // 4,), device="cuda", dtype=torch.int32)
@@ -418,6 +428,8 @@ def backward_results_on_gpu(abi):
                                             ref(view(g, F32)), ref(view(dw2, F32)), ref(view(dg, F32)),
                                             ctypes.c_void_p(workspace.data_ptr()), size.value, s) == OK, abi.message())
     torch.cuda.synchronize()
+    error = relative_error(dots, part_sums(dz.double() * z.double(), 128))
+    check(error < 1e-4, f"coda_row_scale_backward: row partials error {error:.2e}")
     for name, got, want in [("dh", dh, h64.grad), ("dW2", dw2, w64.grad), ("dg", dg, g64.grad)]:
         error = relative_error(got, want)
         check(error < 1e-2, f"the RMSNorm backward ops: {name} error {error:.2e}")

@@ -75,6 +75,18 @@ CODA_API Status try_gemm_row_scale(const TensorView& x, const TensorView& w, con
 /// Row partials per row an op writes over n columns of its output (row_dots): ceil(n / 128).
 CODA_API int64_t row_partial_count(int64_t n);
 
+/// The backward of Z = scale[m] * Y (gemm_row_scale; the row_scale of the fused ops) for a gradient
+/// dZ that comes from outside rather than from a GEMM's epilogue: grad_input = scale ⊙ dZ (the
+/// operand the backward ops below take) and, with `output` (Z), row_dots: the row partials of
+/// <dZ, Z> (f32, M x row_partial_count(N)). grad_output, output and grad_input are M x N of one
+/// type, bf16 or f16; scale is f32 (M). output and row_dots may be empty (not computed).
+CODA_API void row_scale_backward(const TensorView& grad_output, const TensorView& output, const TensorView& scale,
+                                 const TensorView& grad_input, const TensorView& row_dots,
+                                 cudaStream_t stream = nullptr);
+CODA_API Status try_row_scale_backward(const TensorView& grad_output, const TensorView& output,
+                                       const TensorView& scale, const TensorView& grad_input,
+                                       const TensorView& row_dots, cudaStream_t stream = nullptr);
+
 struct ResidualRmsNormBackwardOptions {
   TensorView grad_residual;  // optional: dH_out (M x hidden), the gradient reaching h from later layers
   // grad_output holds rstd ⊙ dZ (what the backward ops store with their row_scale); false: dZ itself.
