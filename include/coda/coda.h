@@ -211,6 +211,62 @@ CODA_C_API coda_status coda_rope_backward(const coda_tensor* grad_output, const 
                                           const coda_tensor* output, const coda_tensor* row_dots,
                                           const coda_tensor* row_scale, void* stream);
 
+/* ---- the layer (coda/blocks/layer.hpp): the non-attention part of a LLaMA-style Transformer
+ * layer, forward and backward, as coda's fused ops. Shapes and types as that header states; one
+ * workspace of *bytes from coda_layer_workspace_bytes serves both calls.
+ *
+ *   coda_layer_weights w = {wo, g1, w_gate_up, w_down, g2, w_qkv, cos, sin, 128, q_heads + kv_heads, 1e-6f};
+ *   coda_layer_workspace_bytes(&w, tokens, &bytes);
+ *   coda_layer_forward(&w, &attn_out, &residual, &positions, &h2, &qkv, &saved, ws, bytes, stream);
+ *   coda_layer_backward(&w, &attn_out, &positions, &h2, &qkv, &saved, &grad_h2, &grad_qkv, &grads, ws,
+ *                       bytes, stream);
+ */
+typedef struct coda_layer_weights {
+  coda_tensor wo;        /* H x H */
+  coda_tensor norm1;     /* g1, H */
+  coda_tensor w_gate_up; /* 2F x H, gate and up rows interleaved */
+  coda_tensor w_down;    /* H x F */
+  coda_tensor norm2;     /* g2, H */
+  coda_tensor w_qkv;     /* Nqkv x H */
+  coda_tensor cos;       /* f32, max_pos x head_dim / 2 */
+  coda_tensor sin;
+  int32_t head_dim;
+  int32_t rotated_heads; /* Q and K heads; the V heads after them pass through */
+  float eps;
+} coda_layer_weights;
+
+/* What the forward keeps for the backward. */
+typedef struct coda_layer_saved {
+  coda_tensor h1;             /* T x H */
+  coda_tensor rstd1;          /* f32, T */
+  coda_tensor pre_activation; /* T x 2F */
+  coda_tensor rstd2;          /* f32, T */
+} coda_layer_saved;
+
+/* Where the backward writes each gradient (weight gradients in the activations' type or f32). */
+typedef struct coda_layer_gradients {
+  coda_tensor attn_out;  /* T x H */
+  coda_tensor residual;  /* T x H */
+  coda_tensor wo;        /* H x H */
+  coda_tensor norm1;     /* H */
+  coda_tensor w_gate_up; /* 2F x H */
+  coda_tensor w_down;    /* H x F */
+  coda_tensor norm2;     /* H */
+  coda_tensor w_qkv;     /* Nqkv x H */
+} coda_layer_gradients;
+
+CODA_C_API coda_status coda_layer_workspace_bytes(const coda_layer_weights* weights, int64_t tokens, size_t* bytes);
+CODA_C_API coda_status coda_layer_forward(const coda_layer_weights* weights, const coda_tensor* attn_out,
+                                          const coda_tensor* residual, const coda_tensor* positions,
+                                          const coda_tensor* h2, const coda_tensor* qkv, const coda_layer_saved* saved,
+                                          void* workspace, size_t workspace_bytes, void* stream);
+CODA_C_API coda_status coda_layer_backward(const coda_layer_weights* weights, const coda_tensor* attn_out,
+                                           const coda_tensor* positions, const coda_tensor* h2,
+                                           const coda_tensor* qkv, const coda_layer_saved* saved,
+                                           const coda_tensor* grad_h2, const coda_tensor* grad_qkv,
+                                           const coda_layer_gradients* grads, void* workspace,
+                                           size_t workspace_bytes, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,8 +56,9 @@ Sizes check_weights(ArgumentCheck& check, const LayerWeights& w) {
   check_weight(check, "weights.w_qkv", w.w_qkv, s.qkv, s.hidden, s.dtype);
   ops::check_vector(check, "weights.norm1", w.norm1, s.hidden, {DType::f32, DType::bf16, DType::f16});
   ops::check_vector(check, "weights.norm2", w.norm2, s.hidden, {DType::f32, DType::bf16, DType::f16});
-  ops::check_heads(check, "weights.w_qkv", "rows", s.qkv, w.head_dim, w.rotated_heads);
-  ops::check_rope_tables(check, w.cos, w.sin, w.head_dim);
+  const ops::RopeNames names{"weights.head_dim", "weights.rotated_heads", "weights.cos", "weights.sin"};
+  ops::check_heads(check, "weights.w_qkv", "rows", s.qkv, w.head_dim, w.rotated_heads, names);
+  ops::check_rope_tables(check, w.cos, w.sin, w.head_dim, names);
   check.require(std::isfinite(w.eps) && w.eps >= 0.0f, "weights.eps", "is ", w.eps, " but must be finite and >= 0");
   return s;
 }

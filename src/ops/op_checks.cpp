@@ -75,29 +75,31 @@ void check_partials(ArgumentCheck& check, const char* argument, const TensorView
 }
 
 void check_heads(ArgumentCheck& check, const char* argument, const char* what, int64_t columns, int head_dim,
-                 int rotated_heads) {
-  check.require(head_dim >= 2 && head_dim % 2 == 0, "head_dim", "is ", head_dim, " but must be even and >= 2");
+                 int rotated_heads, const RopeNames& names) {
+  check.require(head_dim >= 2 && head_dim % 2 == 0, names.head_dim, "is ", head_dim, " but must be even and >= 2");
   if (check.failed()) return;
-  check.require(columns % head_dim == 0, argument, "has ", columns, " ", what, ", not a whole number of heads of ",
-                head_dim)
-      .require(rotated_heads >= 0 && rotated_heads <= columns / head_dim, "rotated_heads", "is ", rotated_heads,
+  check
+      .require(columns % head_dim == 0, argument, "has ", columns, " ", what, ", not a whole number of heads of ",
+               head_dim)
+      .require(rotated_heads >= 0 && rotated_heads <= columns / head_dim, names.rotated_heads, "is ", rotated_heads,
                " but must be in [0, ", columns / head_dim, "] (the heads of ", argument, ")");
 }
 
-void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const TensorView& sin, int head_dim) {
-  check.not_null("cos", cos.data)
-      .not_null("sin", sin.data)
-      .rank_in("cos", cos, 2, 2)
-      .rank_in("sin", sin, 2, 2)
-      .dtype_in("cos", cos.dtype, {DType::f32})
-      .dtype_in("sin", sin.dtype, {DType::f32});
+void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const TensorView& sin, int head_dim,
+                       const RopeNames& names) {
+  check.not_null(names.cos, cos.data)
+      .not_null(names.sin, sin.data)
+      .rank_in(names.cos, cos, 2, 2)
+      .rank_in(names.sin, sin, 2, 2)
+      .dtype_in(names.cos, cos.dtype, {DType::f32})
+      .dtype_in(names.sin, sin.dtype, {DType::f32});
   if (check.failed()) return;
-  check.positive("cos", cos.rows(), "its rows (cached positions)")
-      .dim_equals("cos", cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
-      .dim_equals("sin", sin, 0, cos.rows(), "rows", "as many positions as cos")
-      .dim_equals("sin", sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
-      .inner_contiguous("cos", cos)
-      .inner_contiguous("sin", sin);
+  check.positive(names.cos, cos.rows(), "its rows (cached positions)")
+      .dim_equals(names.cos, cos, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
+      .dim_equals(names.sin, sin, 0, cos.rows(), "rows", "as many positions as cos")
+      .dim_equals(names.sin, sin, 1, head_dim / 2, "columns", "one per rotated pair: head_dim / 2")
+      .inner_contiguous(names.cos, cos)
+      .inner_contiguous(names.sin, sin);
 }
 
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,

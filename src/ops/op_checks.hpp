@@ -36,13 +36,23 @@ void check_output(ArgumentCheck& check, const char* argument, const TensorView& 
 void check_partials(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t rows, int64_t cols,
                     std::string_view rows_why, std::string_view cols_why);
 
+/// The names RoPE's arguments have where they are checked: an op's own, or a block's
+/// ("weights.head_dim", ...).
+struct RopeNames {
+  const char* head_dim = "head_dim";
+  const char* rotated_heads = "rotated_heads";
+  const char* cos = "cos";
+  const char* sin = "sin";
+};
+
 /// RoPE's heads: `columns` (of `argument`, its `what`: "rows" or "columns") are whole heads of an
 /// even head_dim >= 2, and rotated_heads lies in [0, heads].
 void check_heads(ArgumentCheck& check, const char* argument, const char* what, int64_t columns, int head_dim,
-                 int rotated_heads);
+                 int rotated_heads, const RopeNames& names = {});
 
 /// RoPE's cos and sin caches: f32, max_pos x head_dim / 2 (max_pos >= 1), rows contiguous.
-void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const TensorView& sin, int head_dim);
+void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const TensorView& sin, int head_dim,
+                       const RopeNames& names = {});
 
 /// A vector of `length` elements of one of `types`.
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,

@@ -75,7 +75,7 @@ TEST(LayerValidation, ForwardRules) {
   EXPECT_THAT(forward(w, saved(), bytes).message(), HasSubstr("the QKV width 92 must be multiples of 8"));
   w = weights();
   w.rotated_heads = 7;
-  EXPECT_THAT(forward(w, saved(), bytes).message(), HasSubstr("argument 'rotated_heads': is 7 but must be in [0, 6]"));
+  EXPECT_THAT(forward(w, saved(), bytes).message(), HasSubstr("argument 'weights.rotated_heads': is 7 but must be in [0, 6]"));
   w = weights();
   w.eps = -1.0f;
   EXPECT_THAT(forward(w, saved(), bytes).message(), HasSubstr("argument 'weights.eps'"));

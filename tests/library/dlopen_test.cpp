@@ -70,6 +70,9 @@ struct Abi {
   decltype(&coda_rmsnorm_weight_gradients_workspace_bytes) rmsnorm_weight_gradients_workspace_bytes;
   decltype(&coda_gemm_rmsnorm_weight_gradients) gemm_rmsnorm_weight_gradients;
   decltype(&coda_rope_backward) rope_backward;
+  decltype(&coda_layer_workspace_bytes) layer_workspace_bytes;
+  decltype(&coda_layer_forward) layer_forward;
+  decltype(&coda_layer_backward) layer_backward;
 };
 
 #define CODA_SYMBOL(name) abi.name = symbol<decltype(abi.name)>(library, "coda_" #name)
@@ -188,6 +191,9 @@ int main(int argc, char** argv) {
   CODA_SYMBOL(rmsnorm_weight_gradients_workspace_bytes);
   CODA_SYMBOL(gemm_rmsnorm_weight_gradients);
   CODA_SYMBOL(rope_backward);
+  CODA_SYMBOL(layer_workspace_bytes);
+  CODA_SYMBOL(layer_forward);
+  CODA_SYMBOL(layer_backward);
   if (failures > 0) return 1;
 
   check(std::strlen(abi.version()) > 0, "coda_version");
@@ -289,12 +295,13 @@ int main(int argc, char** argv) {
   check(abi.residual_rmsnorm_backward_workspace_bytes(m, &bytes) == CODA_OK && bytes > 0,
         "coda_residual_rmsnorm_backward_workspace_bytes");
   workspace = memory.get(bytes);
-  expect_refused(abi, abi.gemm_residual_rmsnorm_backward(&dy, &w2, &h, &g, &rstd, &dots, &h, nullptr, 1, nullptr,
-                                                         bytes, nullptr),
-                 "coda_gemm_residual_rmsnorm_backward", "workspace");
-  expect_runs(abi, gpu, abi.gemm_residual_rmsnorm_backward(&dy, &w2, &h, &g, &rstd, &dots, &h, nullptr, 1, workspace,
-                                                           bytes, nullptr),
-              "coda_gemm_residual_rmsnorm_backward");
+  expect_refused(
+      abi, abi.gemm_residual_rmsnorm_backward(&dy, &w2, &h, &g, &rstd, &dots, &h, nullptr, 1, nullptr, bytes, nullptr),
+      "coda_gemm_residual_rmsnorm_backward", "workspace");
+  expect_runs(
+      abi, gpu,
+      abi.gemm_residual_rmsnorm_backward(&dy, &w2, &h, &g, &rstd, &dots, &h, nullptr, 1, workspace, bytes, nullptr),
+      "coda_gemm_residual_rmsnorm_backward");
   check(abi.rmsnorm_weight_gradients_workspace_bytes(2 * f, k, &bytes) == CODA_OK && bytes > 0,
         "coda_rmsnorm_weight_gradients_workspace_bytes");
   workspace = memory.get(bytes);
@@ -303,12 +310,23 @@ int main(int argc, char** argv) {
                  "coda_gemm_rmsnorm_weight_gradients", "grad_weight");  // rank 2
   expect_runs(abi, gpu, abi.gemm_rmsnorm_weight_gradients(&dy, &h, &w2, &g, &dw2, &dg, workspace, bytes, nullptr),
               "coda_gemm_rmsnorm_weight_gradients");
-  expect_refused(abi, abi.rope_backward(&out_qkv, &positions, &cos, &sin, head_dim, heads + 1, &out_qkv, nullptr,
-                                        nullptr, nullptr, nullptr),
+  expect_refused(abi,
+                 abi.rope_backward(&out_qkv, &positions, &cos, &sin, head_dim, heads + 1, &out_qkv, nullptr, nullptr,
+                                   nullptr, nullptr),
                  "coda_rope_backward", "rotated_heads");
-  expect_runs(abi, gpu, abi.rope_backward(&out_qkv, &positions, &cos, &sin, head_dim, heads, &out_qkv, nullptr, nullptr,
-                                          nullptr, nullptr),
+  expect_runs(abi, gpu,
+              abi.rope_backward(&out_qkv, &positions, &cos, &sin, head_dim, heads, &out_qkv, nullptr, nullptr, nullptr,
+                                nullptr),
               "coda_rope_backward");
+  // The layer (tests/python/layer_check.py runs it whole): its planner, and a refusal of each call.
+  coda_layer_weights layer{w_h, g, w_gu, memory.tensor(CODA_BF16, k, f), g, w_qkv, cos, sin, head_dim, heads, 1e-6f};
+  check(abi.layer_workspace_bytes(&layer, m, &bytes) == CODA_OK && bytes > 0, "coda_layer_workspace_bytes");
+  expect_refused(abi, abi.layer_forward(&layer, &a, &residual, &positions, &h, &out_qkv, nullptr, nullptr, 0, nullptr),
+                 "coda_layer_forward", "saved");
+  expect_refused(
+      abi,
+      abi.layer_backward(nullptr, &a, &positions, &h, &out_qkv, nullptr, &h, &out_qkv, nullptr, nullptr, 0, nullptr),
+      "coda_layer_backward", "weights");
   check(std::string(abi.last_error()).empty() == gpu, "coda_last_error after the last call");
 
   if (gpu) {
