@@ -240,6 +240,7 @@ typedef struct coda_layer_saved {
   coda_tensor h1;             /* T x H */
   coda_tensor rstd1;          /* f32, T */
   coda_tensor pre_activation; /* T x 2F */
+  coda_tensor activation;     /* T x F */
   coda_tensor rstd2;          /* f32, T */
 } coda_layer_saved;
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "blocks/block_checks.hpp"
 #include "blocks/workspace.hpp"
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/parts.hpp"
@@ -31,11 +32,13 @@ struct Sizes {
   DType dtype;
 };
 
+constexpr const char* kShapes = "wo H x H, w_gate_up 2F x H, w_down H x F, w_qkv Nqkv x H";
+
 // Weights and their gradients: the shapes of coda/blocks/layer.hpp (H from wo's rows, F from
 // w_down's columns, the QKV width from w_qkv's rows).
 void check_weight(ArgumentCheck& check, const char* argument, const TensorView& w, int64_t rows, int64_t cols,
                   DType dtype) {
-  ops::check_output(check, argument, w, rows, cols, dtype, "wo H x H, w_gate_up 2F x H, w_down H x F, w_qkv Nqkv x H");
+  detail::check_weight(check, argument, w, rows, cols, dtype, kShapes);
 }
 
 Sizes check_weights(ArgumentCheck& check, const LayerWeights& w) {
@@ -73,14 +76,13 @@ void check_tokens(ArgumentCheck& check, const Sizes& s, int64_t tokens, const Te
   ops::check_output(check, "saved.h1", saved.h1, tokens, s.hidden, s.dtype, kTokens);
   ops::check_vector(check, "saved.rstd1", saved.rstd1, tokens, {DType::f32});
   ops::check_output(check, "saved.pre_activation", saved.pre_activation, tokens, 2 * s.ffn, s.dtype, kTokens);
+  ops::check_output(check, "saved.activation", saved.activation, tokens, s.ffn, s.dtype, kTokens);
   ops::check_vector(check, "saved.rstd2", saved.rstd2, tokens, {DType::f32});
 }
 
-// A weight gradient: the weight's shape, in the activations' type or f32.
 void check_weight_gradient(ArgumentCheck& check, const char* argument, const TensorView& g, int64_t rows, int64_t cols,
                            DType dtype) {
-  check.not_null(argument, g.data).dtype_in(argument, g.dtype, {dtype, DType::f32});
-  if (!check.failed()) check_weight(check, argument, g, rows, cols, g.dtype);
+  detail::check_weight_gradient(check, argument, g, rows, cols, dtype, kShapes);
 }
 
 void check_gradients(ArgumentCheck& check, const Sizes& s, int64_t tokens, const TensorView& grad_h2,
@@ -101,14 +103,12 @@ void check_gradients(ArgumentCheck& check, const Sizes& s, int64_t tokens, const
 // only when `base` is null.
 struct Workspace {
   // forward
-  TensorView weighted;    // U = h g, T x H: U1 for the gate/up GEMM, then U2 for the QKV GEMM
-  TensorView activation;  // a, T x F
-  void* sum_squares;      // the residual + RMSNorm ops' partials
+  TensorView weighted;  // U = h g, T x H: U1 for the gate/up GEMM, then U2 for the QKV GEMM
+  void* sum_squares;    // the residual + RMSNorm ops' partials
   std::size_t sum_squares_bytes;
   // backward
   TensorView grad_z2;              // rstd2 dZ2, T x Nqkv (RoPE backward), until its two GEMMs have run
   TensorView grad_pre_activation;  // rstd1 dP, T x 2F (SwiGLU backward), in grad_z2's place after them
-  TensorView activation_again;     // a recomputed by the SwiGLU backward, T x F, for dWd
   TensorView grad_h2;              // dh2 with the second norm's backward, T x H
   TensorView row_dots_qkv;         // <dqkv, qkv> partials, T x parts(Nqkv)
   TensorView row_dots_ffn;         // <dP, P> partials, T x parts(F), in the same place
@@ -123,7 +123,6 @@ Workspace layout(const Sizes& s, int64_t t, void* base) {
   Workspace w{};
   detail::Carve forward(base);
   w.weighted = forward.matrix(s.dtype, t, s.hidden);
-  w.activation = forward.matrix(s.dtype, t, s.ffn);
   w.sum_squares_bytes = ops::residual_rmsnorm_workspace_bytes(t, s.hidden);
   w.sum_squares = forward.take(w.sum_squares_bytes);
 
@@ -133,7 +132,6 @@ Workspace layout(const Sizes& s, int64_t t, void* base) {
   const std::size_t after_grad_z2 = backward.used();
   backward.rewind(gradient_region);
   w.grad_pre_activation = backward.matrix(s.dtype, t, 2 * s.ffn);
-  w.activation_again = backward.matrix(s.dtype, t, s.ffn);
   backward.rewind(std::max(after_grad_z2, backward.used()));
   w.grad_h2 = backward.matrix(s.dtype, t, s.hidden);
   void* dots = backward.take(std::size_t(t) *
@@ -158,8 +156,6 @@ Workspace checked_workspace(ArgumentCheck& check, const Sizes& s, int64_t tokens
   return w;
 }
 
-int64_t tokens_of(const TensorView& attn_out) { return attn_out.rank == 2 ? attn_out.rows() : 0; }
-
 }  // namespace
 
 std::size_t layer_workspace_bytes(const LayerWeights& weights, int64_t tokens) {
@@ -177,7 +173,7 @@ void layer_forward(const LayerWeights& weights, const TensorView& attn_out, cons
     ArgumentCheck check(kForward);
     const Sizes s = check_weights(check, weights);
     check.throw_if_error();
-    const int64_t t = tokens_of(attn_out);
+    const int64_t t = detail::tokens_of(attn_out);
     check.positive("attn_out", t, "its rows (tokens)");
     check_tokens(check, s, t, attn_out, positions, h2, qkv, saved);
     ops::check_output(check, "residual", residual, t, s.hidden, s.dtype, kTokens);
@@ -187,10 +183,10 @@ void layer_forward(const LayerWeights& weights, const TensorView& attn_out, cons
     // h1 = r + attn_out Wo^T, U1 = h1 g1, rstd1; then P = rstd1 (U1 Wgu^T), a = swiglu(P).
     ops::gemm_residual_rmsnorm(attn_out, weights.wo, residual, weights.norm1, weights.eps, saved.h1, w.weighted,
                                saved.rstd1, w.sum_squares, w.sum_squares_bytes, stream);
-    ops::gemm_swiglu(w.weighted, weights.w_gate_up, w.activation, stream,
+    ops::gemm_swiglu(w.weighted, weights.w_gate_up, saved.activation, stream,
                      {.pre_activation = saved.pre_activation, .row_scale = saved.rstd1, .gemm = {}});
     // h2 = h1 + a Wd^T, U2 = h2 g2, rstd2; then qkv = RoPE(rstd2 (U2 Wqkv^T)).
-    ops::gemm_residual_rmsnorm(w.activation, weights.w_down, saved.h1, weights.norm2, weights.eps, h2, w.weighted,
+    ops::gemm_residual_rmsnorm(saved.activation, weights.w_down, saved.h1, weights.norm2, weights.eps, h2, w.weighted,
                                saved.rstd2, w.sum_squares, w.sum_squares_bytes, stream);
     ops::gemm_rope(w.weighted, weights.w_qkv, positions, weights.cos, weights.sin, weights.head_dim,
                    weights.rotated_heads, qkv, stream, {.row_scale = saved.rstd2, .gemm = {}});
@@ -213,7 +209,7 @@ void layer_backward(const LayerWeights& weights, const TensorView& attn_out, con
     ArgumentCheck check(kBackward);
     const Sizes s = check_weights(check, weights);
     check.throw_if_error();
-    const int64_t t = tokens_of(attn_out);
+    const int64_t t = detail::tokens_of(attn_out);
     check.positive("attn_out", t, "its rows (tokens)");
     check_tokens(check, s, t, attn_out, positions, h2, qkv, saved);
     check_gradients(check, s, t, grad_h2, grad_qkv, grads);
@@ -229,11 +225,10 @@ void layer_backward(const LayerWeights& weights, const TensorView& attn_out, con
                                         {.grad_residual = grad_h2, .grad_output_scaled = true, .gemm = {}});
     ops::gemm_rmsnorm_weight_gradients(w.grad_z2, h2, weights.w_qkv, weights.norm2, grads.w_qkv, grads.norm2,
                                        w.norm_partials, w.norm_partials_bytes, stream);
-    // The MLP: dPs = rstd1 SwiGLU'(P) (dh2 Wd) with the partials of <dP, P> and a recomputed; dWd.
-    ops::gemm_swiglu_backward(
-        w.grad_h2, weights.w_down, saved.pre_activation, w.grad_pre_activation, stream,
-        {.row_dots = w.row_dots_ffn, .row_scale = saved.rstd1, .output = w.activation_again, .gemm = {}});
-    gemm({w.grad_h2, Major::mn}, {w.activation_again, Major::mn}, grads.w_down, stream);
+    // The MLP: dPs = rstd1 SwiGLU'(P) (dh2 Wd) with the partials of <dP, P>; dWd = dh2^T a.
+    ops::gemm_swiglu_backward(w.grad_h2, weights.w_down, saved.pre_activation, w.grad_pre_activation, stream,
+                              {.row_dots = w.row_dots_ffn, .row_scale = saved.rstd1, .output = {}, .gemm = {}});
+    gemm({w.grad_h2, Major::mn}, {saved.activation, Major::mn}, grads.w_down, stream);
     // The first norm: dr = dh1 = dh2 + its backward (dPs Wgu); dWgu and dg1 from dPs^T h1.
     ops::gemm_residual_rmsnorm_backward(w.grad_pre_activation, weights.w_gate_up, saved.h1, weights.norm1, saved.rstd1,
                                         w.row_dots_ffn, grads.residual, w.correction, w.correction_bytes, stream,

@@ -30,7 +30,8 @@ coda::blocks::LayerSaved saved_of(Views& v, const coda_layer_saved* s) {
   v.check.not_null("saved", s);
   if (s == nullptr) return {};
   return {v.tile("saved.h1", &s->h1), v.vector("saved.rstd1", &s->rstd1),
-          v.tile("saved.pre_activation", &s->pre_activation), v.vector("saved.rstd2", &s->rstd2)};
+          v.tile("saved.pre_activation", &s->pre_activation), v.tile("saved.activation", &s->activation),
+          v.vector("saved.rstd2", &s->rstd2)};
 }
 
 coda::blocks::LayerGradients gradients_of(Views& v, const coda_layer_gradients* g) {

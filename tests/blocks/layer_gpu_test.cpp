@@ -52,6 +52,7 @@ struct Fixture {
         h1(DType::bf16, s.tokens, s.hidden),
         rstd1(DType::f32, 1, s.tokens),
         pre_activation(DType::bf16, s.tokens, 2 * s.ffn),
+        activation(DType::bf16, s.tokens, s.ffn),
         rstd2(DType::f32, 1, s.tokens),
         grad_h2(DType::bf16, s.tokens, s.hidden),
         grad_qkv(DType::bf16, s.tokens, s.heads * s.head_dim),
@@ -89,8 +90,8 @@ struct Fixture {
   static constexpr int64_t kMaxPosition = 512;
 
   std::vector<DeviceTensor*> outputs() {
-    return {&h2,         &qkv,  &h1,      &rstd1,       &pre_activation, &rstd2,   &d_attn_out,
-            &d_residual, &d_wo, &d_norm1, &d_w_gate_up, &d_w_down,       &d_norm2, &d_w_qkv};
+    return {&h2,         &qkv,  &h1,      &rstd1,       &pre_activation, &activation, &rstd2,  &d_attn_out,
+            &d_residual, &d_wo, &d_norm1, &d_w_gate_up, &d_w_down,       &d_norm2,    &d_w_qkv};
   }
 
   blocks::LayerWeights weights() const {
@@ -99,7 +100,7 @@ struct Fixture {
             1e-6f};
   }
   blocks::LayerSaved saved() const {
-    return {h1.view(), rstd1.vector_view(), pre_activation.view(), rstd2.vector_view()};
+    return {h1.view(), rstd1.vector_view(), pre_activation.view(), activation.view(), rstd2.vector_view()};
   }
   blocks::LayerGradients gradients() const {
     return {d_attn_out.view(),  d_residual.view(), d_wo.view(),           d_norm1.vector_view(),
@@ -139,7 +140,7 @@ struct Fixture {
   Sizes s;
   DeviceTensor wo, norm1, w_gate_up, w_down, norm2, w_qkv, cos, sin;
   DeviceTensor attn_out, residual, positions;
-  DeviceTensor h2, qkv, h1, rstd1, pre_activation, rstd2;
+  DeviceTensor h2, qkv, h1, rstd1, pre_activation, activation, rstd2;
   DeviceTensor grad_h2, grad_qkv;
   DeviceTensor d_attn_out, d_residual, d_wo, d_norm1, d_w_gate_up, d_w_down, d_norm2, d_w_qkv;
 };
@@ -171,6 +172,7 @@ TEST(LayerGpu, ForwardAndBackwardMatchTheReference) {
       const reference::LayerForward want = reference::layer_forward(layer, in);
       expect_close("h1", f.h1.host.matrix(), want.h1, kForwardTolerance);
       expect_close("pre-activation", f.pre_activation.host.matrix(), want.pre_activation, kForwardTolerance);
+      expect_close("activation", f.activation.host.matrix(), want.activation, kForwardTolerance);
       expect_close("h2", f.h2.host.matrix(), want.h2, kForwardTolerance);
       expect_close("qkv", f.qkv.host.matrix(), want.qkv, kForwardTolerance);
       EXPECT_LT(reference::relative_error(values_of(f.rstd1), want.rstd1), 1e-3);

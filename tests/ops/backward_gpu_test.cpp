@@ -268,7 +268,7 @@ TEST(BackwardGpu, RopeBackwardMatchesReference) {
 
 TEST(BackwardGpu, RowScaleBackwardMatchesReference) {
   CODA_REQUIRE_HOPPER();
-  for (const auto [m, n] : {std::pair<int64_t, int64_t>{1, 8}, {129, 200}, {4095, 1030}}) {
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{1, 8}, {129, 200}, {4095, 1030}}) {
     SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n << ", " << seed_note());
     DeviceTensor grad(DType::bf16, m, n), z(DType::bf16, m, n), scale(DType::f32, 1, m);
     grad.random();

@@ -23,7 +23,7 @@ class LayerWeights(ctypes.Structure):
 
 
 class LayerSaved(ctypes.Structure):
-    _fields_ = [(name, Tensor) for name in ("h1", "rstd1", "pre_activation", "rstd2")]
+    _fields_ = [(name, Tensor) for name in ("h1", "rstd1", "pre_activation", "activation", "rstd2")]
 
 
 class LayerGradients(ctypes.Structure):
@@ -97,7 +97,7 @@ class Layer:
         self.grad_h2, self.grad_qkv = rand(tokens, hidden), rand(tokens, nqkv)
         nan = lambda *s, dtype=bf: torch.full(s, float("nan"), device=dev, dtype=dtype)
         self.h2, self.qkv = nan(tokens, hidden), nan(tokens, nqkv)
-        self.saved = [nan(tokens, hidden), nan(tokens, dtype=torch.float32), nan(tokens, 2 * ffn),
+        self.saved = [nan(tokens, hidden), nan(tokens, dtype=torch.float32), nan(tokens, 2 * ffn), nan(tokens, ffn),
                       nan(tokens, dtype=torch.float32)]
         self.grads = [nan(tokens, hidden), nan(tokens, hidden), nan(hidden, hidden), nan(hidden, dtype=torch.float32),
                       nan(2 * ffn, hidden), nan(hidden, ffn), nan(hidden, dtype=torch.float32), nan(nqkv, hidden)]
@@ -169,7 +169,7 @@ def every_function(abi, gpu):
     weights = LayerWeights(tile(hidden, hidden), tile(hidden, dtype=F32), tile(2 * ffn, hidden), tile(hidden, ffn),
                            tile(hidden, dtype=F32), tile(heads * head_dim, hidden), tile(64, head_dim // 2, dtype=F32),
                            tile(64, head_dim // 2, dtype=F32), head_dim, 2, 1e-6)
-    saved = LayerSaved(tile(t, hidden), tile(t, dtype=F32), tile(t, 2 * ffn), tile(t, dtype=F32))
+    saved = LayerSaved(tile(t, hidden), tile(t, dtype=F32), tile(t, 2 * ffn), tile(t, ffn), tile(t, dtype=F32))
     grads = LayerGradients(tile(t, hidden), tile(t, hidden), tile(hidden, hidden), tile(hidden, dtype=F32),
                            tile(2 * ffn, hidden), tile(hidden, ffn), tile(hidden, dtype=F32),
                            tile(heads * head_dim, hidden))

@@ -9,6 +9,7 @@
 
 #ifdef CODA_WITH_BENCHMARKS
 #include "gemm_bench.hpp"
+#include "layer_bench.hpp"
 #include "ops_bench.hpp"
 #include "primitives_bench.hpp"
 #include "tile_timeline.hpp"
@@ -23,6 +24,8 @@ constexpr const char* kUsage =
     "backward shapes\n"
     "       coda bench ops [options]          each fused op against its GEMM, cuBLAS + plain kernels and "
     "torch.compile\n"
+    "       coda bench layer [options]        the Transformer layer block, forward and backward, against the "
+    "unfused sequence and its GEMMs alone\n"
     "       coda bench primitives [options]   what each epilogue primitive costs inside the GEMM\n"
     "       coda bench timeline [options]     where a program kernel's time goes, tile by tile\n"
     "(coda bench <what> --help: its options)\n";
@@ -69,6 +72,23 @@ int run_ops(int argc, char** argv) {
   return bench::ops_benchmark(json);
 }
 
+int run_layer(int argc, char** argv) {
+  bench::LayerBenchOptions o;
+  double warmup = -1;
+  int tokens = int(o.tokens);
+  OptionParser options("coda bench layer",
+                       "The layer block (coda/blocks/layer.hpp) forward and forward + backward at (H, F) = (2048, "
+                       "5632) and (4096, 11008), beside coda's GEMMs + plain kernels and its GEMMs alone, then the "
+                       "backward step by step; bench/layer_vs_torch.py adds PyTorch eager and torch.compile.");
+  options.text("--json", &o.json, "PATH", "where the results are written (default bench_layer.json)")
+      .integer("--tokens", &tokens, "T, the rows (default 16384)", 1, 1 << 20);
+  add_warmup(options, &warmup);
+  if (const auto exit = options.parse(argc, argv)) return *exit;
+  o.tokens = tokens;
+  if (warmup >= 0) bench::set_warmup_ms(warmup);
+  return bench::layer_benchmark(o);
+}
+
 // primitives and timeline: no options but --warmup-ms.
 template <int (*Benchmark)()>
 int run_plain(const char* command, const char* summary, int argc, char** argv) {
@@ -92,6 +112,7 @@ int bench(int argc, char** argv) {
 #ifdef CODA_WITH_BENCHMARKS
   if (what == "gemm") return run_gemm(argc - 1, argv + 1);
   if (what == "ops") return run_ops(argc - 1, argv + 1);
+  if (what == "layer") return run_layer(argc - 1, argv + 1);
   if (what == "primitives")
     return run_plain<bench::primitives_benchmark>(
         "coda bench primitives", "What each epilogue primitive class costs inside the GEMM.", argc - 1, argv + 1);

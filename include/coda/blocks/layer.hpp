@@ -12,7 +12,7 @@
 //
 //   coda::blocks::LayerWeights w{wo, g1, w_gate_up, w_down, g2, w_qkv, cos, sin, /*head_dim=*/128,
 //                                /*rotated_heads=*/q_heads + kv_heads};
-//   coda::blocks::LayerSaved saved{h1, rstd1, pre_activation, rstd2};     // T x H, T, T x 2F, T
+//   coda::blocks::LayerSaved saved{h1, rstd1, pre_activation, activation, rstd2};  // T x H, T, T x 2F, T x F, T
 //   std::size_t bytes = coda::blocks::layer_workspace_bytes(w, tokens);
 //   coda::blocks::layer_forward(w, attn_out, residual, positions, h2, qkv, saved, ws, bytes, stream);
 //   ... attention forward and backward ...
@@ -53,10 +53,14 @@ struct LayerWeights {
 };
 
 /// What the forward keeps for the backward (besides its outputs h2 and qkv and its input attn_out).
+/// The activation a is the down projection's input, kept as autograd keeps it: recomputed instead
+/// inside the SwiGLU backward, it made that GEMM's epilogue too long for the instruction cache
+/// (docs/performance.md), and a backward workspace of its size would hold it anyway.
 struct LayerSaved {
   TensorView h1;              // T x H
   TensorView rstd1;           // f32, T
   TensorView pre_activation;  // T x 2F, [gate, up] interleaved
+  TensorView activation;      // a = silu(gate) * up, T x F
   TensorView rstd2;           // f32, T
 };
 
