@@ -78,18 +78,6 @@
 //     batch strides multiples of 16 bytes).
 // t.load_wide reads it from global memory. The CPU executor runs such programs unchanged.
 //
-// And one tile input read from global memory (t.load, or t.load_wide with a width of 2) for the GPU
-// executor to prefetch into L2 as the part's MMAs begin:
-//
-//   static constexpr auto prefetched_input = &SwigluBackward::pre_activation;   // a TileIn member
-//   static constexpr int prefetched_input_width = 2;   // its columns per output column (default 1)
-//
-// A store reads its inputs a 64-row subtile at a time, between the barriers of the staging ring,
-// so each subtile waits out a load's latency of its own: from HBM, about a microsecond, twelve times
-// per part for SwiGLU's backward (its three primitives), which then took 3.5 times its GEMM at K =
-// 2048 (docs/performance.md). Prefetched, the loads hit L2. Each thread prefetches its row of the
-// part: 2 or 4 lines of 128 bytes.
-//
 // And one row vector for the GPU executor to read once per part, into registers:
 //
 //   static constexpr auto staged_row_vector = &ResidualRmsNorm::weight;   // a RowVector member
@@ -179,19 +167,6 @@ template <class Program>
 concept StagesAnInput = requires {
   { Program::staged_input } -> std::convertible_to<TileIn Program::*>;
 };
-
-/// Whether `Program` names a tile input the GPU executor prefetches into L2 (above).
-template <class Program>
-concept PrefetchesAnInput = requires {
-  { Program::prefetched_input } -> std::convertible_to<TileIn Program::*>;
-};
-
-/// The prefetched input's columns per output column: 1, or 2 for an input read by t.load_wide.
-template <class Program>
-constexpr int prefetched_input_width() {
-  if constexpr (requires { Program::prefetched_input_width; }) return Program::prefetched_input_width;
-  else return 1;
-}
 
 /// Whether `Program` names a row vector the GPU executor reads once per part (above); a null
 /// member pointer names none (a program whose vector is optional at compile time).

@@ -18,9 +18,6 @@
 //     // warpgroup, when a tile's MMAs begin, when its accumulators are final and when prepare()
 //     // (and, ping-pong, every write()) of the tile is done:
 //     __device__ void mark(const Params&, TileEvent, const TileCoordinates&);
-//     // Optional: called by every thread of a consumer warpgroup as a tile's MMAs begin, to
-//     // prefetch what the tile's epilogue will read from global memory:
-//     __device__ void prefetch(const Params&, const TileCoordinates&) const;
 //     // Optional, ping-pong schedule only: a tile input staged in shared memory (kernel.cuh). Its
 //     // buffer is part of SharedStorage, and the two consumers' epilogues take it in turn: one
 //     // producer thread fetches each tile's input into it, while the tile's MMAs run, once the

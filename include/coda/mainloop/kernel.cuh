@@ -205,12 +205,6 @@ constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Param
   e.mark(p, TileEvent::mma_begin, t);
 };
 
-/// Whether the epilogue prefetches what it will read as a tile's MMAs begin (epilogue_seam.cuh).
-template <class Epilogue>
-constexpr bool kPrefetches = requires(Epilogue e, const typename Epilogue::Params& p, const TileCoordinates& t) {
-  e.prefetch(p, t);
-};
-
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     gemm_kernel(const __grid_constant__ KernelParams<typename Epilogue::Params> p) {
@@ -368,7 +362,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       coords.batch = unit.batch;
       coords.tile_m = unit.tile_m;
       coords.tile_n = unit.tile_n;
-      if constexpr (kPrefetches<Epilogue>) epilogue.prefetch(p.epilogue, coords);
       Acc acc;
       int previous = -1;
       for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {

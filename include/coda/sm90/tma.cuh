@@ -17,12 +17,6 @@ namespace coda::sm90 {
 
 namespace ptx = ::cuda::ptx;
 
-/// Bring the 128-byte line at a global address into L2 (PTX ISA: prefetch.global.L2); no fault,
-/// no register written.
-__device__ __forceinline__ void prefetch_l2(const void* address) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<uint64_t>(address)));
-}
-
 /// Fetch the tensor map into the constant cache early (it is a __grid_constant__ parameter).
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");

@@ -57,24 +57,6 @@ struct ProgramEpilogue {
     }
   }
 
-  /// Every consumer thread: bring its row of tile `t`'s part of the prefetched input into L2
-  /// (program.hpp), as the part's MMAs begin.
-  __device__ void prefetch(const Params& program, const mainloop::TileCoordinates& t) const {
-    if constexpr (PrefetchesAnInput<Program>) {
-      const TileIn& in = program.*Program::prefetched_input;
-      constexpr int kWidth = prefetched_input_width<Program>();
-      constexpr int kLines = kPartCols * kWidth * 2 / 128;
-      const int64_t row = int64_t(t.row0) + t.thread;
-      if (in.data == nullptr || row >= t.problem_m || t.col0 >= t.problem_n) return;
-      const auto* first = static_cast<const uint8_t*>(in.data) +
-                          (int64_t(t.batch) * in.batch_stride + row * in.ld) * 2 + int64_t(t.col0) * kWidth * 2;
-      const int64_t bytes = int64_t(min(kPartCols, t.problem_n - t.col0)) * kWidth * 2;
-#pragma unroll
-      for (int line = 0; line < kLines; ++line)
-        if (line * 128 < bytes) sm90::prefetch_l2(first + line * 128);
-    }
-  }
-
   template <class Acc>
   struct Pending {};  // programs run whole in prepare(): nothing is held back
 

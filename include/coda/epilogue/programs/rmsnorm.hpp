@@ -85,8 +85,7 @@ struct ResidualRmsNormBackward {
     in(residual);
     in(grad_residual);
   }
-  static constexpr auto staged_input = &ResidualRmsNormBackward::residual;           // as ResidualRmsNorm's
-  static constexpr auto prefetched_input = &ResidualRmsNormBackward::grad_residual;  // read in the store
+  static constexpr auto staged_input = &ResidualRmsNormBackward::residual;  // as ResidualRmsNorm's
   static constexpr auto staged_row_vector = &ResidualRmsNormBackward::weight;
 
   void check_arguments(ArgumentCheck& check) const {
@@ -125,7 +124,6 @@ struct RmsNormWeightGradients {
     in(projection_weight);
   }
   static constexpr auto staged_row_vector = &RmsNormWeightGradients::norm_weight;
-  static constexpr auto prefetched_input = &RmsNormWeightGradients::projection_weight;
 
   void check_arguments(ArgumentCheck& check) const {
     check.require(norm_weight.data != nullptr, "norm_weight", "is null, but dW2 is G * norm_weight");

@@ -51,9 +51,6 @@ struct SwigluBackward {
   CODA_HD void tile_inputs(Inputs& in) const {
     in(pre_activation);
   }
-  // Read by every primitive below, a store subtile at a time (program.hpp).
-  static constexpr auto prefetched_input = &SwigluBackward::pre_activation;
-  static constexpr int prefetched_input_width = 2;
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
