@@ -283,6 +283,7 @@ const std::vector<DemoSection>& cpu_sections() {
       {"RMSNorm GEMM", rmsnorm_section},
       {"LM head + CE", lm_head_section},
       {"MoE routing", moe_section},
+      {"layer", cpu::layer_section},
   };
   return sections;
 }

@@ -36,5 +36,6 @@ void rope_program(SectionChecks& checks);
 void swiglu_program(SectionChecks& checks);
 void cross_entropy_program(SectionChecks& checks);     // CrossEntropyPartials, then the finish
 void rmsnorm_programs(SectionChecks& checks);          // ResidualRmsNorm, rstd, RowScale
+void layer_section(SectionChecks& checks);             // the layer's reference routes (demo_layer.cpp)
 
 }  // namespace coda::cli::cpu

@@ -26,74 +26,11 @@
 #include "coda/reference/rope.hpp"
 #include "coda/reference/swiglu.hpp"
 #include "demo_cpu.hpp"
+#include "demo_host_array.hpp"
 
 namespace coda::cli::cpu {
-namespace {
 
-using epilogue::kPartCols;
-using epilogue::kPartRows;
 using reference::relative_error;
-
-// The part one program call sees on the GPU (parts.hpp). The problems below are larger than one
-// part and no multiple of it, so every program sees whole and cut parts, and its reductions leave
-// several partials per row or column to combine.
-constexpr reference::PartShape kPart{kPartRows, kPartCols};
-constexpr int64_t kRows = 100;
-
-// Limits. Outputs stored as bf16: fp32 math, then one rounding to bf16 (2^-9 relative at most,
-// about 1e-3 over a whole output). f32 partials and losses: the accumulators' rounding to fp32 and
-// fp32 sums of at most a few hundred terms, a few 1e-7.
-constexpr double kBf16Output = 6e-3;
-constexpr double kF32 = 1e-6;
-
-int64_t part_count(int64_t extent, int64_t part) { return (extent + part - 1) / part; }
-
-// A rows x cols host array of `dtype` that a program reads or writes. It starts as 0xFF bytes (NaN
-// in every float type), so an element a program never wrote reads back as NaN and fails its check.
-class HostArray {
- public:
-  HostArray(DType dtype, int64_t rows, int64_t cols)
-      : dtype_(dtype), rows_(rows), cols_(cols), bytes_(std::size_t(rows * cols) * size_of(dtype), 0xFF) {}
-
-  /// `values` rounded to `dtype`: an input, as the GPU would read it.
-  static HostArray of(const reference::Matrix& values, DType dtype) {
-    HostArray array(dtype, values.rows, values.cols);
-    reference::store(values, array.view());
-    return array;
-  }
-  /// One row: a per-column vector (bias, weight) or a per-row one (rstd, positions, targets).
-  static HostArray of(const reference::Vector& values, DType dtype) {
-    reference::Matrix row(1, int64_t(values.size()));
-    row.data = values;
-    return of(row, dtype);
-  }
-
-  reference::Matrix matrix() const { return reference::to_matrix(view()); }
-  reference::Vector values() const { return matrix().data; }
-
-  epilogue::TileIn tile_in() const { return {.data = bytes_.data(), .dtype = dtype_, .ld = cols_}; }
-  epilogue::TileOut tile_out() { return {.data = bytes_.data(), .dtype = dtype_, .ld = cols_}; }
-  epilogue::RowVector row_vector() const { return {.data = bytes_.data(), .dtype = dtype_}; }
-  epilogue::ColumnVector column_vector() const { return {.data = bytes_.data(), .dtype = dtype_}; }
-  // f32 arrays only: partials (rows x parts of a row reduction, parts x cols of a column
-  // reduction) and tables.
-  epilogue::Partials partials() { return {.data = floats(), .row_stride = cols_}; }
-  epilogue::Table table() const { return {.data = floats(), .ld = int32_t(cols_), .rows = int32_t(rows_)}; }
-
- private:
-  TensorView view() const { return TensorView::matrix(bytes_.data(), dtype_, rows_, cols_); }
-  float* floats() const { return reinterpret_cast<float*>(const_cast<unsigned char*>(bytes_.data())); }
-
-  DType dtype_;
-  int64_t rows_, cols_;
-  std::vector<unsigned char> bytes_;
-};
-
-reference::Vector as_values(const std::vector<int32_t>& indices) {
-  return reference::Vector(indices.begin(), indices.end());
-}
-
-}  // namespace
 
 // The standard set's bias + GELU forward, saving the pre-activation (f32), and its backward from
 // it: dX and the bias gradient as column partials, as cuBLASLt's DGELU_BGRAD.
@@ -111,8 +48,7 @@ void bias_activation_programs(SectionChecks& t) {
                           y, 0, kPart);
   const reference::BiasActivation want =
       reference::bias_activation(y, reference::Bias::per_column(bias.values()), gelu);
-  t.add("LinearCombination program: gelu(Y + b) == fp64, bf16", relative_error(out.matrix(), want.output),
-        kBf16Output);
+  t.add("LinearCombination program: gelu(Y + b) == fp64, bf16", relative_error(out.matrix(), want.output), kBf16Output);
 
   const reference::Matrix grad_out = random_gemm_output(kRows, cols);  // dOut W: the backward GEMM's output
   HostArray grad(DType::bf16, kRows, cols), bias_grad(DType::f32, part_count(kRows, kPartRows), cols);
@@ -219,8 +155,8 @@ void rmsnorm_programs(SectionChecks& t) {
   reference::run_epilogue(epilogue::RowScale{.scale = rstd_column.column_vector(), .out = z.tile_out()},
                           reference::gemm(u.matrix(), Major::k, layer.w2, Major::k), 0, kPart);
   // U was stored as bf16 before the second GEMM: two roundings reach Z, each ~1e-3.
-  t.add("RowScale program on U W2^T: Z == reparameterized forward",
-        relative_error(z.matrix(), want.output), kBf16Output);
+  t.add("RowScale program on U W2^T: Z == reparameterized forward", relative_error(z.matrix(), want.output),
+        kBf16Output);
 }
 
 }  // namespace coda::cli::cpu

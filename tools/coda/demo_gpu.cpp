@@ -219,6 +219,7 @@ const std::vector<DemoSection>& gpu_sections() {
       {"RoPE", gpu::rope_section},
       {"residual + RMSNorm", gpu::rmsnorm_section},
       {"cross-entropy", gpu::cross_entropy_section},
+      {"layer (blocks)", gpu::layer_section},
   };
   return sections;
 }

@@ -113,5 +113,7 @@ void swiglu_section(SectionChecks& checks);
 void rope_section(SectionChecks& checks);
 void rmsnorm_section(SectionChecks& checks);
 void cross_entropy_section(SectionChecks& checks);
+// The layer block (demo_layer.cpp).
+void layer_section(SectionChecks& checks);
 
 }  // namespace coda::cli::gpu
