@@ -59,10 +59,7 @@ struct Workspace {
   std::size_t sum_squares_bytes;
   TensorView grad_z_scaled;  // rstd dz, T x N2
   TensorView row_dots;       // <dz, z> partials, T x parts(N2)
-  void* correction;
-  std::size_t correction_bytes;
-  void* norm_partials;
-  std::size_t norm_partials_bytes;
+  detail::NormBackwardScratch norm;
   std::size_t bytes;
 };
 
@@ -75,20 +72,14 @@ Workspace layout(const Sizes& s, int64_t t, void* base) {
   detail::Carve backward(base);
   w.grad_z_scaled = backward.matrix(s.dtype, t, s.n2);
   w.row_dots = backward.matrix(DType::f32, t, epilogue::parts_along(s.n2));
-  w.correction_bytes = ops::residual_rmsnorm_backward_workspace_bytes(t);
-  w.correction = backward.take(w.correction_bytes);
-  w.norm_partials_bytes = ops::rmsnorm_weight_gradients_workspace_bytes(s.n2, s.hidden);
-  w.norm_partials = backward.take(w.norm_partials_bytes);
+  w.norm = detail::carve_norm_backward(backward, t, s.n2, s.hidden);
   w.bytes = std::max(forward.used(), backward.used());
   return w;
 }
 
 Workspace checked_workspace(ArgumentCheck& check, const Sizes& s, int64_t tokens, void* base, std::size_t bytes) {
   const Workspace w = layout(s, tokens, base);
-  check.not_null("workspace", base)
-      .require(bytes >= w.bytes, "workspace", "holds ", bytes, " bytes but needs ", w.bytes,
-               " (coda::blocks::gemm_rmsnorm_gemm_workspace_bytes)");
-  check.throw_if_error();
+  detail::check_workspace(check, base, bytes, w.bytes, kWorkspaceBytes);
   return w;
 }
 
@@ -151,10 +142,10 @@ void gemm_rmsnorm_gemm_backward(const NormPairWeights& weights, const TensorView
     // from (rstd dz)^T h; dx = dh W1, dW1 = dh^T x.
     ops::row_scale_backward(grad_z, z, saved.rstd, w.grad_z_scaled, w.row_dots, stream);
     ops::gemm_residual_rmsnorm_backward(w.grad_z_scaled, weights.w2, saved.h, weights.norm, saved.rstd, w.row_dots,
-                                        grads.residual, w.correction, w.correction_bytes, stream,
+                                        grads.residual, w.norm.correction, w.norm.correction_bytes, stream,
                                         {.grad_residual = grad_h, .grad_output_scaled = true, .gemm = {}});
     ops::gemm_rmsnorm_weight_gradients(w.grad_z_scaled, saved.h, weights.w2, weights.norm, grads.w2, grads.norm,
-                                       w.norm_partials, w.norm_partials_bytes, stream);
+                                       w.norm.weight_partials, w.norm.weight_partials_bytes, stream);
     gemm({grads.residual, Major::k}, {weights.w1, Major::mn}, grads.x, stream);
     gemm({grads.residual, Major::mn}, {x, Major::mn}, grads.w1, stream);
   });

@@ -107,15 +107,12 @@ struct Workspace {
   void* sum_squares;    // the residual + RMSNorm ops' partials
   std::size_t sum_squares_bytes;
   // backward
-  TensorView grad_z2;              // rstd2 dZ2, T x Nqkv (RoPE backward), until its two GEMMs have run
-  TensorView grad_pre_activation;  // rstd1 dP, T x 2F (SwiGLU backward), in grad_z2's place after them
-  TensorView grad_h2;              // dh2 with the second norm's backward, T x H
-  TensorView row_dots_qkv;         // <dqkv, qkv> partials, T x parts(Nqkv)
-  TensorView row_dots_ffn;         // <dP, P> partials, T x parts(F), in the same place
-  void* correction;
-  std::size_t correction_bytes;
-  void* norm_partials;
-  std::size_t norm_partials_bytes;
+  TensorView grad_z2;                // rstd2 dZ2, T x Nqkv (RoPE backward), until its two GEMMs have run
+  TensorView grad_pre_activation;    // rstd1 dP, T x 2F (SwiGLU backward), in grad_z2's place after them
+  TensorView grad_h2;                // dh2 with the second norm's backward, T x H
+  TensorView row_dots_qkv;           // <dqkv, qkv> partials, T x parts(Nqkv)
+  TensorView row_dots_ffn;           // <dP, P> partials, T x parts(F), in the same place
+  detail::NormBackwardScratch norm;  // each norm's backward in turn
   std::size_t bytes;
 };
 
@@ -138,21 +135,14 @@ Workspace layout(const Sizes& s, int64_t t, void* base) {
                              std::size_t(std::max(epilogue::parts_along(s.qkv), epilogue::parts_along(s.ffn))) * 4);
   w.row_dots_qkv = TensorView::matrix(dots, DType::f32, t, epilogue::parts_along(s.qkv));
   w.row_dots_ffn = TensorView::matrix(dots, DType::f32, t, epilogue::parts_along(s.ffn));
-  w.correction_bytes = ops::residual_rmsnorm_backward_workspace_bytes(t);
-  w.correction = backward.take(w.correction_bytes);
-  w.norm_partials_bytes = std::max(ops::rmsnorm_weight_gradients_workspace_bytes(s.qkv, s.hidden),
-                                   ops::rmsnorm_weight_gradients_workspace_bytes(2 * s.ffn, s.hidden));
-  w.norm_partials = backward.take(w.norm_partials_bytes);
+  w.norm = detail::carve_norm_backward(backward, t, std::max(s.qkv, 2 * s.ffn), s.hidden);
   w.bytes = std::max(forward.used(), backward.used());
   return w;
 }
 
 Workspace checked_workspace(ArgumentCheck& check, const Sizes& s, int64_t tokens, void* base, std::size_t bytes) {
   const Workspace w = layout(s, tokens, base);
-  check.not_null("workspace", base)
-      .require(bytes >= w.bytes, "workspace", "holds ", bytes, " bytes but needs ", w.bytes,
-               " (coda::blocks::layer_workspace_bytes)");
-  check.throw_if_error();
+  detail::check_workspace(check, base, bytes, w.bytes, kWorkspaceBytes);
   return w;
 }
 
@@ -221,20 +211,21 @@ void layer_backward(const LayerWeights& weights, const TensorView& attn_out, con
                        w.grad_z2, stream, {.output = qkv, .row_dots = w.row_dots_qkv, .row_scale = saved.rstd2});
     // The second norm: dh2 += its backward (dZ2s Wqkv), dWqkv and dg2 from dZ2s^T h2.
     ops::gemm_residual_rmsnorm_backward(w.grad_z2, weights.w_qkv, h2, weights.norm2, saved.rstd2, w.row_dots_qkv,
-                                        w.grad_h2, w.correction, w.correction_bytes, stream,
+                                        w.grad_h2, w.norm.correction, w.norm.correction_bytes, stream,
                                         {.grad_residual = grad_h2, .grad_output_scaled = true, .gemm = {}});
     ops::gemm_rmsnorm_weight_gradients(w.grad_z2, h2, weights.w_qkv, weights.norm2, grads.w_qkv, grads.norm2,
-                                       w.norm_partials, w.norm_partials_bytes, stream);
+                                       w.norm.weight_partials, w.norm.weight_partials_bytes, stream);
     // The MLP: dPs = rstd1 SwiGLU'(P) (dh2 Wd) with the partials of <dP, P>; dWd = dh2^T a.
     ops::gemm_swiglu_backward(w.grad_h2, weights.w_down, saved.pre_activation, w.grad_pre_activation, stream,
                               {.row_dots = w.row_dots_ffn, .row_scale = saved.rstd1, .output = {}, .gemm = {}});
     gemm({w.grad_h2, Major::mn}, {saved.activation, Major::mn}, grads.w_down, stream);
     // The first norm: dr = dh1 = dh2 + its backward (dPs Wgu); dWgu and dg1 from dPs^T h1.
     ops::gemm_residual_rmsnorm_backward(w.grad_pre_activation, weights.w_gate_up, saved.h1, weights.norm1, saved.rstd1,
-                                        w.row_dots_ffn, grads.residual, w.correction, w.correction_bytes, stream,
-                                        {.grad_residual = w.grad_h2, .grad_output_scaled = true, .gemm = {}});
+                                        w.row_dots_ffn, grads.residual, w.norm.correction, w.norm.correction_bytes,
+                                        stream, {.grad_residual = w.grad_h2, .grad_output_scaled = true, .gemm = {}});
     ops::gemm_rmsnorm_weight_gradients(w.grad_pre_activation, saved.h1, weights.w_gate_up, weights.norm1,
-                                       grads.w_gate_up, grads.norm1, w.norm_partials, w.norm_partials_bytes, stream);
+                                       grads.w_gate_up, grads.norm1, w.norm.weight_partials,
+                                       w.norm.weight_partials_bytes, stream);
     // The output projection: d attn_out = dr Wo, dWo = dr^T attn_out.
     gemm({grads.residual, Major::k}, {weights.wo, Major::mn}, grads.attn_out, stream);
     gemm({grads.residual, Major::mn}, {attn_out, Major::mn}, grads.wo, stream);
