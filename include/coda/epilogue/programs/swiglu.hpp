@@ -64,16 +64,10 @@ struct SwigluBackward {
         const Values2 y = t.load_wide(pre_activation, x);
         return silu(y.first) * y.second;
       });
-    // dY is linear in dO: scaling dO scales both halves. Scaled inside the store, not by a map of
-    // its own: every pass over the part is code, and this epilogue is bound by instruction fetch
-    // (docs/performance.md).
-    if (row_scale.data)
-      t.store_wide(grad_pre_activation, [&](const Element& x) {
-        return swiglu_gradient(x.value * t.load(row_scale, x), t.load_wide(pre_activation, x));
-      });
-    else
-      t.store_wide(grad_pre_activation,
-                   [&](const Element& x) { return swiglu_gradient(x.value, t.load_wide(pre_activation, x)); });
+    // dY is linear in dO: scaling dO scales both halves.
+    if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
+    t.store_wide(grad_pre_activation,
+                 [&](const Element& x) { return swiglu_gradient(x.value, t.load_wide(pre_activation, x)); });
   }
 };
 
