@@ -95,8 +95,16 @@ void gemm_residual_rmsnorm_backward(const TensorView& grad_output, const TensorV
         .require(workspace_bytes >= needed, "workspace", "holds ", workspace_bytes, " bytes but needs ", needed,
                  " (coda::ops::residual_rmsnorm_backward_workspace_bytes)");
     check.throw_if_error();
-    const epilogue::ProgramPlan plan = epilogue::plan_program<epilogue::ResidualRmsNormBackward>(
-        {grad_output, Major::k}, {w, Major::mn}, options.gemm, kResidualBackward);
+    // From K = kCooperativeProgramMinK the program runs on the m128n256 tile, as an unstaged program
+    // is planned (epilogue/plan.hpp), H then read from global memory.
+    const bool cooperative =
+        options.gemm.tile == GemmTile::m128n256 ||
+        (options.gemm.tile == GemmTile::automatic && grad_output.cols() >= epilogue::kCooperativeProgramMinK);
+    const GemmOperand a{grad_output, Major::k}, b{w, Major::mn};
+    const epilogue::ProgramPlan plan =
+        cooperative
+            ? epilogue::plan_program<epilogue::ResidualRmsNormBackwardOf<false>>(a, b, options.gemm, kResidualBackward)
+            : epilogue::plan_program<epilogue::ResidualRmsNormBackwardOf<true>>(a, b, options.gemm, kResidualBackward);
 
     float* correction = static_cast<float*>(workspace);
     correction_from_row_dots<<<blocks_for(g.m), kThreads, 0, stream>>>(
@@ -104,16 +112,20 @@ void gemm_residual_rmsnorm_backward(const TensorView& grad_output, const TensorV
         g.m, g.n, correction);
     CODA_CUDA_CHECK(cudaGetLastError());
 
-    epilogue::ResidualRmsNormBackward program;
-    program.residual = epilogue::tile_in(h, "h");
-    if (options.grad_residual.data)
-      program.grad_residual = epilogue::tile_in(options.grad_residual, "options.grad_residual");
-    program.weight = epilogue::row_vector(weight, "weight");
-    program.correction = epilogue::column_vector(TensorView::vector(correction, DType::f32, g.m), "workspace");
-    if (!options.grad_output_scaled) program.row_scale = epilogue::column_vector(rstd, "rstd");
-    program.grad_residual_out = epilogue::tile_out(grad_h, "grad_h");
-    epilogue::launch_program(plan, program, stream, epilogue::OutputTypes<>{},
-                             epilogue::OperandMajors<Major::k, Major::mn>{});
+    const auto launch = [&]<bool kStaged>() {
+      epilogue::ResidualRmsNormBackwardOf<kStaged> program;
+      program.residual = epilogue::tile_in(h, "h");
+      if (options.grad_residual.data)
+        program.grad_residual = epilogue::tile_in(options.grad_residual, "options.grad_residual");
+      program.weight = epilogue::row_vector(weight, "weight");
+      program.correction = epilogue::column_vector(TensorView::vector(correction, DType::f32, g.m), "workspace");
+      if (!options.grad_output_scaled) program.row_scale = epilogue::column_vector(rstd, "rstd");
+      program.grad_residual_out = epilogue::tile_out(grad_h, "grad_h");
+      epilogue::launch_program(plan, program, stream, epilogue::OutputTypes<>{},
+                               epilogue::OperandMajors<Major::k, Major::mn>{});
+    };
+    if (cooperative) launch.template operator()<false>();
+    else launch.template operator()<true>();
   });
 }
 

@@ -162,11 +162,12 @@ struct ColumnRange {
   int32_t end;
 };
 
-/// Whether `Program` names a tile input the GPU executor stages in shared memory (above).
+/// Whether `Program` names a tile input the GPU executor stages in shared memory (above); a null
+/// member pointer names none (a program that stages it in one variant only).
 template <class Program>
 concept StagesAnInput = requires {
   { Program::staged_input } -> std::convertible_to<TileIn Program::*>;
-};
+} && (Program::staged_input != nullptr);
 
 /// Whether `Program` names a row vector the GPU executor reads once per part (above); a null
 /// member pointer names none (a program whose vector is optional at compile time).

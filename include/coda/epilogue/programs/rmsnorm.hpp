@@ -72,7 +72,12 @@ struct RowScale {
   }
 };
 
-struct ResidualRmsNormBackward {
+/// kStageResidual: H staged in shared memory (the ping-pong tile only, program.hpp); without it H is
+/// read from global memory and the program also runs on the cooperative m128n256 tile, which the op
+/// takes from K = kCooperativeProgramMinK (the K of D' = dZs W2 is the width of the GEMM after the
+/// norm: 3H for QKV, 2F for gate/up).
+template <bool kStageResidual>
+struct ResidualRmsNormBackwardOf {
   TileIn residual{};            // H, M x N: the saved residual stream (ResidualRmsNorm's residual_out)
   TileIn grad_residual{};       // optional: dH_out, M x N, the gradient reaching H from later layers
   RowVector weight{};           // g, N
@@ -85,8 +90,9 @@ struct ResidualRmsNormBackward {
     in(residual);
     in(grad_residual);
   }
-  static constexpr auto staged_input = &ResidualRmsNormBackward::residual;  // as ResidualRmsNorm's
-  static constexpr auto staged_row_vector = &ResidualRmsNormBackward::weight;
+  static constexpr TileIn ResidualRmsNormBackwardOf::* staged_input =
+      kStageResidual ? &ResidualRmsNormBackwardOf::residual : nullptr;  // as ResidualRmsNorm's
+  static constexpr auto staged_row_vector = &ResidualRmsNormBackwardOf::weight;
 
   void check_arguments(ArgumentCheck& check) const {
     check.require(weight.data != nullptr, "weight", "is null, but dH is D' * weight - correction * H")
@@ -112,6 +118,8 @@ struct ResidualRmsNormBackward {
     t.map([&](Element& x) { x.value = x.value * factor(x) - t.load(correction, x) * t.load(residual, x); });
   }
 };
+
+using ResidualRmsNormBackward = ResidualRmsNormBackwardOf<true>;
 
 struct RmsNormWeightGradients {
   TileIn projection_weight{};        // W2, N2 x N (the output's shape): the weight of the GEMM after the norm
