@@ -2,7 +2,6 @@
 // message names the block's argument rather than the argument of an op inside it).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include "coda/core/tensor.hpp"
@@ -11,26 +10,11 @@
 
 namespace coda::blocks::detail {
 
-/// A weight: rows x cols of `dtype`, rows contiguous; `shapes` says what the block expects.
-inline void check_weight(ArgumentCheck& check, const char* argument, const TensorView& w, int64_t rows, int64_t cols,
-                         DType dtype, const char* shapes) {
-  ops::check_output(check, argument, w, rows, cols, dtype, shapes);
-}
-
 /// A weight's gradient: the weight's shape, in the activations' type or f32.
 inline void check_weight_gradient(ArgumentCheck& check, const char* argument, const TensorView& g, int64_t rows,
                                   int64_t cols, DType dtype, const char* shapes) {
   check.not_null(argument, g.data).dtype_in(argument, g.dtype, {dtype, DType::f32});
-  if (!check.failed()) check_weight(check, argument, g, rows, cols, g.dtype, shapes);
-}
-
-/// The caller's workspace holds the `needed` bytes the block's layout takes (`size_function` names
-/// the query that tells them).
-inline void check_workspace(ArgumentCheck& check, const void* base, std::size_t bytes, std::size_t needed,
-                            const char* size_function) {
-  check.not_null("workspace", base)
-      .require(bytes >= needed, "workspace", "holds ", bytes, " bytes but needs ", needed, " (", size_function, ")");
-  check.throw_if_error();
+  if (!check.failed()) ops::check_output(check, argument, g, rows, cols, g.dtype, shapes);
 }
 
 /// The rows of a block's call: its first activation's (0 when it is not a matrix).

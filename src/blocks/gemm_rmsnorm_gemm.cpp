@@ -35,8 +35,8 @@ Sizes check_weights(ArgumentCheck& check, const NormPairWeights& w) {
   const Sizes s{w.w1.cols(), w.w1.rows(), w.w2.rows(), w.w1.dtype};
   check.require(s.k % 8 == 0 && s.hidden % 8 == 0 && s.n2 % 8 == 0, "weights", "K = ", s.k, ", H = ", s.hidden,
                 " and N2 = ", s.n2, " must be multiples of 8");
-  detail::check_weight(check, "weights.w1", w.w1, s.hidden, s.k, s.dtype, kShapes);
-  detail::check_weight(check, "weights.w2", w.w2, s.n2, s.hidden, s.dtype, kShapes);
+  ops::check_output(check, "weights.w1", w.w1, s.hidden, s.k, s.dtype, kShapes);
+  ops::check_output(check, "weights.w2", w.w2, s.n2, s.hidden, s.dtype, kShapes);
   ops::check_vector(check, "weights.norm", w.norm, s.hidden, {DType::f32, DType::bf16, DType::f16});
   check.require(std::isfinite(w.eps) && w.eps >= 0.0f, "weights.eps", "is ", w.eps, " but must be finite and >= 0");
   return s;
@@ -79,7 +79,8 @@ Workspace layout(const Sizes& s, int64_t t, void* base) {
 
 Workspace checked_workspace(ArgumentCheck& check, const Sizes& s, int64_t tokens, void* base, std::size_t bytes) {
   const Workspace w = layout(s, tokens, base);
-  detail::check_workspace(check, base, bytes, w.bytes, kWorkspaceBytes);
+  ops::check_workspace(check, base, bytes, w.bytes, kWorkspaceBytes);
+  check.throw_if_error();
   return w;
 }
 

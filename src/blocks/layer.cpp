@@ -38,7 +38,7 @@ constexpr const char* kShapes = "wo H x H, w_gate_up 2F x H, w_down H x F, w_qkv
 // w_down's columns, the QKV width from w_qkv's rows).
 void check_weight(ArgumentCheck& check, const char* argument, const TensorView& w, int64_t rows, int64_t cols,
                   DType dtype) {
-  detail::check_weight(check, argument, w, rows, cols, dtype, kShapes);
+  ops::check_output(check, argument, w, rows, cols, dtype, kShapes);
 }
 
 Sizes check_weights(ArgumentCheck& check, const LayerWeights& w) {
@@ -142,7 +142,8 @@ Workspace layout(const Sizes& s, int64_t t, void* base) {
 
 Workspace checked_workspace(ArgumentCheck& check, const Sizes& s, int64_t tokens, void* base, std::size_t bytes) {
   const Workspace w = layout(s, tokens, base);
-  detail::check_workspace(check, base, bytes, w.bytes, kWorkspaceBytes);
+  ops::check_workspace(check, base, bytes, w.bytes, kWorkspaceBytes);
+  check.throw_if_error();
   return w;
 }
 

@@ -118,9 +118,8 @@ void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorVi
     if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
     if (options.logits.data) check_output(check, "options.logits", options.logits, g.m, g.n, x.dtype);
     const Layout layout(g.m, g.n, options.label_smoothing > 0.0f);
-    check.not_null("workspace", workspace)
-        .require(workspace_bytes >= std::size_t(layout.floats) * sizeof(float), "workspace", "holds ", workspace_bytes,
-                 " bytes but needs ", layout.floats * 4, " (coda::ops::cross_entropy_workspace_bytes)");
+    check_workspace(check, workspace, workspace_bytes, std::size_t(layout.floats) * sizeof(float),
+                    "coda::ops::cross_entropy_workspace_bytes");
     check.throw_if_error();
     const epilogue::ProgramPlan plan =
         epilogue::plan_program<epilogue::CrossEntropyPartials>({x, Major::k}, {w, Major::k}, options.gemm, kFunction);

@@ -102,6 +102,12 @@ void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const Tensor
       .inner_contiguous(names.sin, sin);
 }
 
+void check_workspace(ArgumentCheck& check, const void* workspace, std::size_t bytes, std::size_t needed,
+                     const char* size_function) {
+  check.not_null("workspace", workspace)
+      .require(bytes >= needed, "workspace", "holds ", bytes, " bytes but needs ", needed, " (", size_function, ")");
+}
+
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,
                   std::initializer_list<DType> types) {
   check.not_null(argument, t.data).rank_in(argument, t, 1, 1).dtype_in(argument, t.dtype, types);

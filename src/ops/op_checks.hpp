@@ -1,6 +1,7 @@
 // Internal: argument rules and small helpers the fused ops share.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -53,6 +54,11 @@ void check_heads(ArgumentCheck& check, const char* argument, const char* what, i
 /// RoPE's cos and sin caches: f32, max_pos x head_dim / 2 (max_pos >= 1), rows contiguous.
 void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const TensorView& sin, int head_dim,
                        const RopeNames& names = {});
+
+/// The caller's workspace: not null, and at least the `needed` bytes that `size_function` (the
+/// query a caller sizes it by) tells.
+void check_workspace(ArgumentCheck& check, const void* workspace, std::size_t bytes, std::size_t needed,
+                     const char* size_function);
 
 /// A vector of `length` elements of one of `types`.
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,

@@ -55,10 +55,8 @@ void gemm_residual_rmsnorm(const TensorView& x, const TensorView& w, const Tenso
     check_vector(check, "rstd", rstd, g.m, {DType::f32});
     check.throw_if_error();
     const std::size_t needed = residual_rmsnorm_workspace_bytes(g.m, g.n);
-    check.require(eps >= 0.0f, "eps", "is ", eps, " but must be >= 0")
-        .not_null("workspace", workspace)
-        .require(workspace_bytes >= needed, "workspace", "holds ", workspace_bytes, " bytes but needs ", needed,
-                 " (coda::ops::residual_rmsnorm_workspace_bytes)");
+    check.require(eps >= 0.0f, "eps", "is ", eps, " but must be >= 0");
+    check_workspace(check, workspace, workspace_bytes, needed, "coda::ops::residual_rmsnorm_workspace_bytes");
     check.throw_if_error();
     const epilogue::ProgramPlan plan =
         epilogue::plan_program<epilogue::ResidualRmsNorm>({x, Major::k}, {w, Major::k}, options.gemm, kResidualRmsNorm);

@@ -91,9 +91,7 @@ void gemm_residual_rmsnorm_backward(const TensorView& grad_output, const TensorV
       check_partials(check, "row_dots", row_dots, g.m, row_dots.cols(), kRows, "any number of parts");
     check.throw_if_error();
     const std::size_t needed = residual_rmsnorm_backward_workspace_bytes(g.m);
-    check.not_null("workspace", workspace)
-        .require(workspace_bytes >= needed, "workspace", "holds ", workspace_bytes, " bytes but needs ", needed,
-                 " (coda::ops::residual_rmsnorm_backward_workspace_bytes)");
+    check_workspace(check, workspace, workspace_bytes, needed, "coda::ops::residual_rmsnorm_backward_workspace_bytes");
     check.throw_if_error();
     // From K = kCooperativeProgramMinK the program runs on the m128n256 tile, as an unstaged program
     // is planned (epilogue/plan.hpp), H then read from global memory.
@@ -162,9 +160,7 @@ void gemm_rmsnorm_weight_gradients(const TensorView& grad_output, const TensorVi
     check_vector(check, "grad_weight", grad_weight, g.n, {DType::f32, DType::bf16, DType::f16});
     check.throw_if_error();
     const std::size_t needed = rmsnorm_weight_gradients_workspace_bytes(g.m, g.n);
-    check.not_null("workspace", workspace)
-        .require(workspace_bytes >= needed, "workspace", "holds ", workspace_bytes, " bytes but needs ", needed,
-                 " (coda::ops::rmsnorm_weight_gradients_workspace_bytes)");
+    check_workspace(check, workspace, workspace_bytes, needed, "coda::ops::rmsnorm_weight_gradients_workspace_bytes");
     check.throw_if_error();
     const epilogue::ProgramPlan plan = epilogue::plan_program<epilogue::RmsNormWeightGradients>(
         {grad_output, Major::mn}, {h, Major::mn}, options.gemm, kWeightGradients);
