@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
-from c_abi_check import BF16, F32, I32, view  # noqa: E402
-from layer_check import LayerGradients, LayerSaved, LayerWeights, bind  # noqa: E402
+from c_abi_check import BF16, F32, I32, Abi, view  # noqa: E402
+from layer_check import LayerGradients, LayerSaved, LayerWeights  # noqa: E402
 
 dev, bf = "cuda", torch.bfloat16
 HEAD_DIM, MAX_POSITION = 128, 4096
@@ -67,8 +67,8 @@ class CodaLayer:
     """coda's block on torch tensors: weights, inputs and gradients allocated once (as a module's
     parameters and their .grad would be); outputs, saved tensors and workspace on each call."""
 
-    def __init__(self, lib, t, h, f):
-        self.lib, self.t, self.h, self.f = lib, t, h, f
+    def __init__(self, abi, t, h, f):
+        self.abi, self.t, self.h, self.f = abi, t, h, f
         r = lambda *s: torch.randn(*s, device=dev, dtype=bf) / s[-1] ** 0.5
         self.weights = [r(h, h), torch.rand(h, device=dev) + 0.5, r(2 * f, h), r(h, f), torch.rand(h, device=dev) + 0.5,
                         r(3 * h, h)]
@@ -87,12 +87,12 @@ class CodaLayer:
         self.c_grads = LayerGradients(*[v(g) for g in self.grads])
         self.views = [v(x) for x in (self.attn_out, self.residual, self.positions, self.grad_h2, self.grad_qkv)]
         size = ctypes.c_size_t(0)
-        self.check(lib.coda_layer_workspace_bytes(ctypes.byref(self.c_weights), t, ctypes.byref(size)))
+        self.check(abi.layer_workspace_bytes(ctypes.byref(self.c_weights), t, ctypes.byref(size)))
         self.workspace_bytes = size.value
 
     def check(self, status):
         if status != 0:
-            raise RuntimeError(self.lib.coda_last_error().decode())
+            raise RuntimeError(self.abi.message())
 
     def forward(self):
         t, h, f = self.t, self.h, self.f
@@ -105,19 +105,19 @@ class CodaLayer:
         out = [view(h2, BF16), view(qkv, BF16)]
         a, r, p = (ctypes.byref(x) for x in self.views[:3])
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        self.check(self.lib.coda_layer_forward(ctypes.byref(self.c_weights), a, r, p, ctypes.byref(out[0]),
-                                               ctypes.byref(out[1]), ctypes.byref(c_saved),
-                                               ctypes.c_void_p(workspace.data_ptr()), self.workspace_bytes, stream))
+        self.check(self.abi.layer_forward(ctypes.byref(self.c_weights), a, r, p, ctypes.byref(out[0]),
+                                          ctypes.byref(out[1]), ctypes.byref(c_saved),
+                                          ctypes.c_void_p(workspace.data_ptr()), self.workspace_bytes, stream))
         return h2, qkv, saved, workspace, out, c_saved
 
     def forward_backward(self):
         h2, qkv, saved, workspace, out, c_saved = self.forward()
         a, _, p, dh2, dqkv = (ctypes.byref(x) for x in self.views)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        self.check(self.lib.coda_layer_backward(ctypes.byref(self.c_weights), a, p, ctypes.byref(out[0]),
-                                                ctypes.byref(out[1]), ctypes.byref(c_saved), dh2, dqkv,
-                                                ctypes.byref(self.c_grads), ctypes.c_void_p(workspace.data_ptr()),
-                                                self.workspace_bytes, stream))
+        self.check(self.abi.layer_backward(ctypes.byref(self.c_weights), a, p, ctypes.byref(out[0]),
+                                           ctypes.byref(out[1]), ctypes.byref(c_saved), dh2, dqkv,
+                                           ctypes.byref(self.c_grads), ctypes.c_void_p(workspace.data_ptr()),
+                                           self.workspace_bytes, stream))
 
 
 def peak_gib(step):
@@ -149,14 +149,14 @@ def main():
         with open(coda_json) as f:
             native = {(r["hidden"], r["ffn"]): r for r in json.load(f)["rows"]}
 
-    lib = bind(o.library)
+    abi = Abi(o.library)
     torch.manual_seed(0)
     rows = []
     for (h, f) in [(2048, 5632), (4096, 11008)]:
         t = o.tokens
         flops = 3 * 2 * t * h * (h + 3 * f + 3 * h)
         results = {}
-        coda = CodaLayer(lib, t, h, f)
+        coda = CodaLayer(abi, t, h, f)
         results["coda (C ABI)"] = (timed(coda.forward), timed(coda.forward_backward), peak_gib(coda.forward_backward))
         del coda
         args, grads = torch_case(t, h, f)

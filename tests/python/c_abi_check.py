@@ -74,6 +74,9 @@ class Abi:
             "coda_rmsnorm_weight_gradients_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p],
             "coda_gemm_rmsnorm_weight_gradients": [p, p, p, p, p, p, p, size, p],
             "coda_rope_backward": [p, p, p, p, ctypes.c_int32, ctypes.c_int32, p, p, p, p, p],
+            "coda_layer_workspace_bytes": [p, ctypes.c_int64, p],  # the layer: layer_check.py runs it
+            "coda_layer_forward": [p, p, p, p, p, p, p, p, size, p],
+            "coda_layer_backward": [p, p, p, p, p, p, p, p, p, p, size, p],
         }
         for name, arguments in signatures.items():
             function = getattr(self.lib, name)

@@ -13,8 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from c_abi_check import (BF16, F32, I32, INVALID_ARGUMENT, OK, Memory, Tensor, check, expect_refused, expect_runs,
-                         failures, ref, relative_error, stream, torch, view)
+from c_abi_check import (BF16, F32, I32, OK, Abi, Memory, Tensor, check, expect_refused, expect_runs, failures, ref,
+                         relative_error, stream, torch, view)
 
 
 class LayerWeights(ctypes.Structure):
@@ -29,30 +29,6 @@ class LayerSaved(ctypes.Structure):
 class LayerGradients(ctypes.Structure):
     _fields_ = [(name, Tensor)
                 for name in ("attn_out", "residual", "wo", "norm1", "w_gate_up", "w_down", "norm2", "w_qkv")]
-
-
-def bind(path):
-    lib = ctypes.CDLL(path)
-    lib.coda_last_error.restype = ctypes.c_char_p
-    lib.coda_device_count.restype = ctypes.c_int32
-    p, size = ctypes.c_void_p, ctypes.c_size_t
-    for name, arguments in {"coda_layer_workspace_bytes": [p, ctypes.c_int64, p],
-                            "coda_layer_forward": [p, p, p, p, p, p, p, p, size, p],
-                            "coda_layer_backward": [p, p, p, p, p, p, p, p, p, p, size, p]}.items():
-        getattr(lib, name).argtypes = arguments
-        getattr(lib, name).restype = ctypes.c_int
-    return lib
-
-
-class Abi:
-    def __init__(self, lib):
-        self.lib = lib
-
-    def __getattr__(self, name):
-        return getattr(self.lib, "coda_" + name)
-
-    def message(self):
-        return self.lib.coda_last_error().decode()
 
 
 # ---- the layer in torch, with coda's conventions: gate and up rows interleaved in w_gate_up, the
@@ -222,7 +198,7 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__)
         return 2
-    abi = Abi(bind(argv[1]))
+    abi = Abi(argv[1])
     gpu = (torch is not None and torch.cuda.is_available() and abi.device_count() > 0 and
            torch.cuda.get_device_capability() == (9, 0))
     check(gpu or "--require-gpu" not in argv, "--require-gpu: no Hopper GPU with torch here")
