@@ -1,6 +1,8 @@
 // coda demo's CPU path: each kernel's section runs its epilogue program on the CPU executor first
 // (demo_cpu_programs.cpp), then checks the fp64 reference itself by an identity that an independent
 // route must reproduce (fused == plain, backward == a finite difference along a random direction).
+#include "demo_cpu.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,7 +20,6 @@
 #include "coda/reference/rope.hpp"
 #include "coda/reference/swiglu.hpp"
 #include "demo.hpp"
-#include "demo_cpu.hpp"
 
 namespace coda::cli {
 namespace cpu {
@@ -70,6 +71,19 @@ reference::CrossEntropyOptions full_loss_options() {
   return {.label_smoothing = 0.1, .z_loss = 1e-3, .softcap = 20.0, .reduction = reference::LossReduction::mean};
 }
 
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+double max_abs_difference(const reference::Vector& a, const reference::Vector& b) {
+  reference::Matrix row_a(1, int64_t(a.size())), row_b(1, int64_t(b.size()));
+  row_a.data = a;
+  row_b.data = b;
+  return reference::max_abs_difference(row_a, row_b);
+}
+
 }  // namespace cpu
 
 namespace {
@@ -82,46 +96,11 @@ using cpu::random_matrix;
 using cpu::random_vector;
 using cpu::uniform;
 
-// The elements of a Matrix or a Vector, for code written once for both.
-std::vector<double>& values(Matrix& x) { return x.data; }
-std::vector<double>& values(Vector& x) { return x; }
-const std::vector<double>& values(const Matrix& x) { return x.data; }
-const std::vector<double>& values(const Vector& x) { return x; }
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double sum = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
-  return sum;
-}
-double dot(const Matrix& a, const Matrix& b) { return dot(a.data, b.data); }
-
-Matrix as_row(const Vector& v) {
-  Matrix m(1, int64_t(v.size()));
-  m.data = v;
-  return m;
-}
-double max_abs_difference(const Vector& a, const Vector& b) {
-  return reference::max_abs_difference(as_row(a), as_row(b));
-}
-
-// How far a backward formula is from the loss it differentiates: |<gradient, d> - D_d loss(x)|,
-// the directional derivative along a random direction d by central differences (error O(h^2)).
-template <class Parameter, class Loss>
-double backward_error(Loss&& loss, const Parameter& x, const Parameter& gradient) {
-  constexpr double h = 1e-5;
-  Parameter direction = x, up = x, down = x;
-  for (std::size_t i = 0; i < values(direction).size(); ++i) {
-    values(direction)[i] = uniform(-1, 1);
-    values(up)[i] += h * values(direction)[i];
-    values(down)[i] -= h * values(direction)[i];
-  }
-  return std::abs(dot(values(gradient), values(direction)) - (loss(up) - loss(down)) / (2 * h));
-}
-
-// Limits: identities that hold exactly in real arithmetic differ by fp64 rounding; finite
-// differences by their O(h^2) truncation.
-constexpr double kExact = 1e-12;
-constexpr double kFiniteDifference = 1e-7;
+using cpu::backward_error;
+using cpu::dot;
+using cpu::kExact;
+using cpu::kFiniteDifference;
+using cpu::max_abs_difference;
 
 void gemm_section(SectionChecks& t) {
   const Matrix a = random_matrix(13, 21), b = random_matrix(17, 21);
@@ -260,8 +239,8 @@ void moe_section(SectionChecks& t) {
   double softmax = 0;
   for (int64_t m = 0; m < scores.rows; ++m)
     for (int64_t slot = 0; slot < experts; ++slot)
-      softmax = std::max(softmax, std::abs(all.weights(m, slot) -
-                                           std::exp(scores(m, all.id(m, slot)) - lse[std::size_t(m)])));
+      softmax = std::max(softmax,
+                         std::abs(all.weights(m, slot) - std::exp(scores(m, all.id(m, slot)) - lse[std::size_t(m)])));
   t.add("top-k softmax with k = E == softmax of X Wr^T", softmax, kExact);
 
   const Routing top2 = moe_route(x, router, {.mode = RoutingMode::softmax_topk, .k = 2});

@@ -4,6 +4,7 @@
 // reference's own identities.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -30,12 +31,41 @@ reference::GemmRmsNormGemm random_layer(int64_t m, int64_t k, int64_t hidden, in
 /// Every option a real loss uses at once: label smoothing, z-loss, soft-capping (mean reduction).
 reference::CrossEntropyOptions full_loss_options();
 
+// Limits: identities that hold exactly in real arithmetic differ by fp64 rounding; finite
+// differences by their O(h^2) truncation.
+constexpr double kExact = 1e-12;
+constexpr double kFiniteDifference = 1e-7;
+
+// The elements of a Matrix or a Vector, for code written once for both.
+inline std::vector<double>& values(reference::Matrix& x) { return x.data; }
+inline std::vector<double>& values(reference::Vector& x) { return x; }
+inline const std::vector<double>& values(const reference::Matrix& x) { return x.data; }
+inline const std::vector<double>& values(const reference::Vector& x) { return x; }
+
+double dot(const std::vector<double>& a, const std::vector<double>& b);
+inline double dot(const reference::Matrix& a, const reference::Matrix& b) { return dot(a.data, b.data); }
+double max_abs_difference(const reference::Vector& a, const reference::Vector& b);
+
+// How far a backward formula is from the loss it differentiates: |<gradient, d> - D_d loss(x)|,
+// the directional derivative along a random direction d by central differences (error O(h^2)).
+template <class Parameter, class Loss>
+double backward_error(Loss&& loss, const Parameter& x, const Parameter& gradient) {
+  constexpr double h = 1e-5;
+  Parameter direction = x, up = x, down = x;
+  for (std::size_t i = 0; i < values(direction).size(); ++i) {
+    values(direction)[i] = uniform(-1, 1);
+    values(up)[i] += h * values(direction)[i];
+    values(down)[i] -= h * values(direction)[i];
+  }
+  return std::abs(dot(values(gradient), values(direction)) - (loss(up) - loss(down)) / (2 * h));
+}
+
 // ---- each kernel's epilogue program on the CPU executor, against the fp64 reference -----------
 void bias_activation_programs(SectionChecks& checks);  // LinearCombination, ActivationBackward
 void rope_program(SectionChecks& checks);
 void swiglu_program(SectionChecks& checks);
-void cross_entropy_program(SectionChecks& checks);     // CrossEntropyPartials, then the finish
-void rmsnorm_programs(SectionChecks& checks);          // ResidualRmsNorm, rstd, RowScale
-void layer_section(SectionChecks& checks);             // the layer's reference routes (demo_layer.cpp)
+void cross_entropy_program(SectionChecks& checks);  // CrossEntropyPartials, then the finish
+void rmsnorm_programs(SectionChecks& checks);       // ResidualRmsNorm, rstd, RowScale
+void layer_section(SectionChecks& checks);          // the layer's reference routes (demo_layer.cpp)
 
 }  // namespace coda::cli::cpu

@@ -3,8 +3,8 @@
 // the fp64 reference's, the tiny reductions the reference's) against the fp64 layer; the reference
 // computed as the kernels compute it against the plain chain rule; the backward against a central
 // difference. GPU: coda::blocks::layer_forward and layer_backward against the fp64 layer.
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "coda/blocks/layer.hpp"
@@ -47,20 +47,6 @@ LayerCase random_layer_case(int64_t tokens, int64_t hidden, int64_t ffn, int64_t
   c.grad_h2 = cpu::random_matrix(tokens, hidden);
   c.grad_qkv = cpu::random_matrix(tokens, heads * 64);
   return c;
-}
-
-double largest_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
-  return d;
-}
-
-double largest_difference(const reference::LayerGradients& a, const reference::LayerGradients& b) {
-  return std::max({largest_difference(a.attn_out.data, b.attn_out.data),
-                   largest_difference(a.residual.data, b.residual.data), largest_difference(a.wo.data, b.wo.data),
-                   largest_difference(a.norm1, b.norm1), largest_difference(a.w_gate_up.data, b.w_gate_up.data),
-                   largest_difference(a.w_down.data, b.w_down.data), largest_difference(a.norm2, b.norm2),
-                   largest_difference(a.w_qkv.data, b.w_qkv.data)});
 }
 
 }  // namespace
@@ -221,6 +207,14 @@ void executor_layer(SectionChecks& t) {
         1e-2);
 }
 
+double largest_difference(const reference::LayerGradients& a, const reference::LayerGradients& b) {
+  using reference::max_abs_difference;
+  return std::max({max_abs_difference(a.attn_out, b.attn_out), max_abs_difference(a.residual, b.residual),
+                   max_abs_difference(a.wo, b.wo), cpu::max_abs_difference(a.norm1, b.norm1),
+                   max_abs_difference(a.w_gate_up, b.w_gate_up), max_abs_difference(a.w_down, b.w_down),
+                   cpu::max_abs_difference(a.norm2, b.norm2), max_abs_difference(a.w_qkv, b.w_qkv)});
+}
+
 }  // namespace
 
 void layer_section(SectionChecks& t) {
@@ -229,33 +223,34 @@ void layer_section(SectionChecks& t) {
   const LayerCase c = random_layer_case(7, 24, 20, 3);
   const reference::LayerForward plain = reference::layer_forward(c.layer, c.in);
   const reference::LayerForward fused = reference::layer_forward_fused(c.layer, c.in, bn);
-  t.add("fused forward (partials -> rstd -> row scale) == plain",
-        std::max(largest_difference(fused.h2.data, plain.h2.data), largest_difference(fused.qkv.data, plain.qkv.data)),
-        1e-12);
+  t.add(
+      "fused forward (partials -> rstd -> row scale) == plain",
+      std::max(reference::max_abs_difference(fused.h2, plain.h2), reference::max_abs_difference(fused.qkv, plain.qkv)),
+      kExact);
   const reference::LayerGradients want = reference::layer_backward(c.layer, c.in, plain, c.grad_h2, c.grad_qkv);
   const reference::LayerGradients got =
       reference::layer_backward_fused(c.layer, c.in, plain, c.grad_h2, c.grad_qkv, bn, bm);
   t.add("fused backward (row partials of <dZ, Z>, rstd dZ) == plain, every gradient", largest_difference(got, want),
-        1e-12);
-  // The directional derivative of L = <dh2, h2> + <dqkv, qkv> along a random change of attn_out
-  // and of Wd, against <gradient, change> (central difference, step 1e-5).
-  const reference::Matrix dx = random_matrix(7, 24), dw = random_matrix(24, 20);
-  const auto loss = [&](double step) {
-    reference::Layer l = c.layer;
-    reference::LayerInputs in = c.in;
-    for (std::size_t i = 0; i < dx.data.size(); ++i) in.attn_out.data[i] += step * dx.data[i];
-    for (std::size_t i = 0; i < dw.data.size(); ++i) l.w_down.data[i] += step * dw.data[i];
-    const reference::LayerForward f = reference::layer_forward(l, in);
-    double sum = 0;
-    for (std::size_t i = 0; i < f.h2.data.size(); ++i) sum += c.grad_h2.data[i] * f.h2.data[i];
-    for (std::size_t i = 0; i < f.qkv.data.size(); ++i) sum += c.grad_qkv.data[i] * f.qkv.data[i];
-    return sum;
+        kExact);
+  // L = <dh2, h2> + <dqkv, qkv>, differentiated along a random change of attn_out, then of Wd.
+  const auto loss = [&](const reference::Layer& layer, const reference::LayerInputs& in) {
+    const reference::LayerForward f = reference::layer_forward(layer, in);
+    return dot(c.grad_h2, f.h2) + dot(c.grad_qkv, f.qkv);
   };
-  double predicted = 0;
-  for (std::size_t i = 0; i < dx.data.size(); ++i) predicted += want.attn_out.data[i] * dx.data[i];
-  for (std::size_t i = 0; i < dw.data.size(); ++i) predicted += want.w_down.data[i] * dw.data[i];
-  const double measured = (loss(1e-5) - loss(-1e-5)) / 2e-5;
-  t.add("backward: d attn_out, dWd == central difference", std::abs(measured - predicted) / std::abs(predicted), 1e-7);
+  const auto loss_of_attn_out = [&](const reference::Matrix& x) {
+    reference::LayerInputs in = c.in;
+    in.attn_out = x;
+    return loss(c.layer, in);
+  };
+  const auto loss_of_w_down = [&](const reference::Matrix& w) {
+    reference::Layer layer = c.layer;
+    layer.w_down = w;
+    return loss(layer, c.in);
+  };
+  t.add("backward: d attn_out == finite difference", backward_error(loss_of_attn_out, c.in.attn_out, want.attn_out),
+        kFiniteDifference);
+  t.add("backward: dWd == finite difference", backward_error(loss_of_w_down, c.layer.w_down, want.w_down),
+        kFiniteDifference);
 }
 
 }  // namespace cpu
