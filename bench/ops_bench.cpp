@@ -19,6 +19,7 @@
 #include "coda/ops/swiglu.hpp"
 #include "cublas_gemm.hpp"
 #include "device_fill.hpp"
+#include "lm_head_bench.hpp"
 #include "timing.hpp"
 #include "unfused.cuh"
 
@@ -193,7 +194,9 @@ int ops_benchmark(const std::string& json) {
       << ", \"coda_pingpong_gemm_ms\": " << r.pingpong_ms << ", \"fused_alone_ms\": " << r.alone_ms << "}"
       << (i + 1 < rows.size() ? "," : "") << "\n";
   }
-  f << "  ]\n}\n";
+  f << "  ],\n";
+  lm_head_training_benchmark(f);
+  f << "}\n";
   std::printf("wrote %s\n", json.c_str());
   cudaStreamDestroy(stream);
   return 0;

@@ -157,6 +157,19 @@ CODA_C_API coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_
                                                const coda_tensor* row_scale, const coda_tensor* logits,
                                                void* workspace, size_t workspace_bytes, void* stream);
 
+/* Its backward: grad_x (M x K; x's type or f32) and grad_w (V x K; w's type or f32) from the
+ * forward's lse (f32, M) and grad_loss (f32 on the device: M values for CODA_REDUCTION_NONE, else
+ * one), with the forward's options and row_scale. row_dots (f32, M x ceil(V/128); may be NULL): the
+ * partials of <dZ, Z> for the final RMSNorm's backward. chunk_columns: vocabulary columns per chunk
+ * (a multiple of 128; 0: chosen), the same in the workspace query. */
+CODA_C_API coda_status coda_cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
+                                                                   int64_t chunk_columns, size_t* bytes);
+CODA_C_API coda_status coda_gemm_cross_entropy_backward(
+    const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets, const coda_tensor* lse,
+    const coda_tensor* grad_loss, const coda_tensor* grad_x, const coda_tensor* grad_w,
+    const coda_cross_entropy_options* options, const coda_tensor* row_scale, const coda_tensor* row_dots,
+    int64_t chunk_columns, void* workspace, size_t workspace_bytes, void* stream);
+
 /* ---- backward ops (coda/ops/swiglu.hpp, rmsnorm.hpp, rope.hpp; the math: docs/kernels.md). The
  * gradient of an RMSNorm's output reaches its backward scaled by rstd (dZs = rstd * dZ, the
  * producers' row_scale) with the row partials of <dZ, Z> (their row_dots: f32, M x

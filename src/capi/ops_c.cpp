@@ -135,4 +135,36 @@ coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_tensor* w, 
   });
 }
 
+coda_status coda_cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns,
+                                                        size_t* bytes) {
+  constexpr const char* kFunction = "coda_cross_entropy_backward_workspace_bytes";
+  if (bytes != nullptr) *bytes = 0;
+  return c_call(kFunction, [&] {
+    coda::ArgumentCheck(kFunction).not_null("bytes", bytes).throw_if_error();
+    *bytes = coda::ops::cross_entropy_backward_workspace_bytes(m, vocab, k, {.row_dots = {}, .chunk_columns = chunk_columns});
+  });
+}
+
+coda_status coda_gemm_cross_entropy_backward(const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets,
+                                             const coda_tensor* lse, const coda_tensor* grad_loss,
+                                             const coda_tensor* grad_x, const coda_tensor* grad_w,
+                                             const coda_cross_entropy_options* options, const coda_tensor* row_scale,
+                                             const coda_tensor* row_dots, int64_t chunk_columns, void* workspace,
+                                             size_t workspace_bytes, void* stream) {
+  constexpr const char* kFunction = "coda_gemm_cross_entropy_backward";
+  return c_call(kFunction, [&] {
+    Views v(kFunction);
+    const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), tv = v.vector("targets", targets),
+                           lv = v.vector("lse", lse), gv = v.vector("grad_loss", grad_loss),
+                           dxv = v.tile("grad_x", grad_x), dwv = v.tile("grad_w", grad_w);
+    coda::ops::CrossEntropyOptions o = coda::capi::options_of(options, v.check);
+    o.row_scale = v.optional_vector("row_scale", row_scale);
+    const coda::ops::CrossEntropyBackwardOptions backward{.row_dots = v.optional_tile("row_dots", row_dots),
+                                                          .chunk_columns = chunk_columns};
+    v.check.throw_if_error();
+    coda::ops::gemm_cross_entropy_backward(xv, wv, tv, lv, gv, dxv, dwv, workspace, workspace_bytes,
+                                           stream_of(stream), o, backward);
+  });
+}
+
 }  // extern "C"

@@ -110,12 +110,7 @@ void gemm_cross_entropy(const TensorView& x, const TensorView& w, const TensorVi
     check_vector(check, "targets", targets, g.m, {DType::i32});
     check_vector(check, "loss", loss, options.reduction == LossReduction::none ? g.m : 1, {DType::f32});
     check_vector(check, "lse", lse, g.m, {DType::f32});
-    check
-        .require(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f, "options.label_smoothing", "is ",
-                 options.label_smoothing, " but must be in [0, 1)")
-        .require(options.z_loss >= 0.0f, "options.z_loss", "is ", options.z_loss, " but must be >= 0")
-        .require(options.softcap >= 0.0f, "options.softcap", "is ", options.softcap, " but must be >= 0 (0: off)");
-    if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, g.m, {DType::f32});
+    check_cross_entropy_options(check, options, g.m);
     if (options.logits.data) check_output(check, "options.logits", options.logits, g.m, g.n, x.dtype);
     const Layout layout(g.m, g.n, options.label_smoothing > 0.0f);
     check_workspace(check, workspace, workspace_bytes, std::size_t(layout.floats) * sizeof(float),

@@ -116,4 +116,18 @@ void check_vector(ArgumentCheck& check, const char* argument, const TensorView& 
   check.require(t.stride[0] == 1, argument, "must be contiguous");
 }
 
+void check_cross_entropy_options(ArgumentCheck& check, const CrossEntropyOptions& options, int64_t m) {
+  check
+      .require(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f, "options.label_smoothing", "is ",
+               options.label_smoothing, " but must be in [0, 1)")
+      .require(options.z_loss >= 0.0f, "options.z_loss", "is ", options.z_loss, " but must be >= 0")
+      .require(options.softcap >= 0.0f, "options.softcap", "is ", options.softcap, " but must be >= 0 (0: off)");
+  if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, m, {DType::f32});
+}
+
+void check_chunk_columns(ArgumentCheck& check, int64_t chunk_columns) {
+  check.require(chunk_columns >= 0 && chunk_columns % 128 == 0, "backward.chunk_columns", "is ", chunk_columns,
+                " but must be 0 (chosen) or a positive multiple of 128");
+}
+
 }  // namespace coda::ops

@@ -7,6 +7,7 @@
 
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/parts.hpp"
+#include "coda/ops/cross_entropy.hpp"
 
 namespace coda::ops {
 
@@ -59,6 +60,13 @@ void check_rope_tables(ArgumentCheck& check, const TensorView& cos, const Tensor
 /// query a caller sizes it by) tells.
 void check_workspace(ArgumentCheck& check, const void* workspace, std::size_t bytes, std::size_t needed,
                      const char* size_function);
+
+/// The loss options the cross-entropy forward and backward share (label smoothing, z-loss,
+/// soft-cap, the row scale of M rows).
+void check_cross_entropy_options(ArgumentCheck& check, const CrossEntropyOptions& options, int64_t m);
+
+/// The backward's chunk width: 0 (chosen) or a positive multiple of 128.
+void check_chunk_columns(ArgumentCheck& check, int64_t chunk_columns);
 
 /// A vector of `length` elements of one of `types`.
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,

@@ -254,14 +254,6 @@ TEST(OpsGpu, ResidualRmsNormReadsTheWeightAtAnyAlignment) {
     }
 }
 
-// int32 values on both copies.
-DeviceTensor int_vector(const std::vector<int32_t>& values) {
-  DeviceTensor t(DType::i32, 1, int64_t(values.size()));
-  std::memcpy(t.host.bytes.data(), values.data(), values.size() * 4);
-  t.upload();
-  return t;
-}
-
 // A cos or sin cache on the device whose rows are `ld` floats apart and whose first entry is
 // `offset` floats into its allocation (packed: ld = its columns, offset 0). Rows that are not
 // 16-byte aligned take the GPU executor's per-pair loads.

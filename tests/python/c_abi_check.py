@@ -66,6 +66,9 @@ class Abi:
             "coda_gemm_row_scale": [p, p, p, p, p],
             "coda_cross_entropy_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p, p],
             "coda_gemm_cross_entropy": [p, p, p, p, p, p, p, p, p, size, p],
+            "coda_cross_entropy_backward_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                                            ctypes.c_int64, p],
+            "coda_gemm_cross_entropy_backward": [p, p, p, p, p, p, p, p, p, p, ctypes.c_int64, p, size, p],
             "coda_row_partial_count": [ctypes.c_int64, p],
             "coda_row_scale_backward": [p, p, p, p, p, p],
             "coda_gemm_swiglu_backward": [p, p, p, p, p, p, p, p],
@@ -88,6 +91,18 @@ class Abi:
 
     def message(self):
         return self.lib.coda_last_error().decode()
+
+
+def hopper_with_torch(abi):
+    """Whether the valid calls can run for real: torch with CUDA and a Hopper GPU libcoda sees."""
+    return (torch is not None and torch.cuda.is_available() and abi.device_count() > 0 and
+            torch.cuda.get_device_capability() == (9, 0))
+
+
+def finish():
+    """Print the verdict; the exit code: 0 when every check passed."""
+    print(f"{'passed' if not failures else 'FAILED'}: {len(failures)} failures")
+    return 0 if not failures else 1
 
 
 def ref(x):
@@ -469,8 +484,7 @@ def main(argv):
         return 2
     abi = Abi(argv[1])
     require_gpu = "--require-gpu" in argv
-    gpu = (torch is not None and torch.cuda.is_available() and abi.device_count() > 0 and
-           torch.cuda.get_device_capability() == (9, 0))
+    gpu = hopper_with_torch(abi)
     print(f"coda {abi.version().decode()} through ctypes; torch {torch.__version__ if torch else 'not installed'}; "
           f"{'a Hopper GPU: valid calls run' if gpu else 'no Hopper GPU (or no torch): valid calls are unsupported'}",
           flush=True)
@@ -480,8 +494,7 @@ def main(argv):
     if gpu:
         results_on_gpu(abi)
         backward_results_on_gpu(abi)
-    print(f"{'passed' if not failures else 'FAILED'}: {len(failures)} failures")
-    return 0 if not failures else 1
+    return finish()
 
 
 if __name__ == "__main__":

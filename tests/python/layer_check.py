@@ -13,8 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from c_abi_check import (BF16, F32, I32, OK, Abi, Memory, Tensor, check, expect_refused, expect_runs, failures, ref,
-                         relative_error, stream, torch, view)
+from c_abi_check import (BF16, F32, I32, OK, Abi, Memory, Tensor, check, expect_refused, expect_runs, finish,
+                         hopper_with_torch, ref, relative_error, stream, torch, view)
 
 
 class LayerWeights(ctypes.Structure):
@@ -199,14 +199,12 @@ def main(argv):
         print(__doc__)
         return 2
     abi = Abi(argv[1])
-    gpu = (torch is not None and torch.cuda.is_available() and abi.device_count() > 0 and
-           torch.cuda.get_device_capability() == (9, 0))
+    gpu = hopper_with_torch(abi)
     check(gpu or "--require-gpu" not in argv, "--require-gpu: no Hopper GPU with torch here")
     every_function(abi, gpu)
     if gpu:
         results_on_gpu(abi)
-    print(f"{'passed' if not failures else 'FAILED'}: {len(failures)} failures")
-    return 0 if not failures else 1
+    return finish()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 // A tensor with a host copy and a device copy, for GPU tests.
 #pragma once
 
+#include <cstring>
+#include <vector>
+
 #include "support/gpu.hpp"
 #include "support/random.hpp"
 
@@ -66,5 +69,13 @@ struct DeviceTensor {
   /// A rank-1 view of a one-row tensor.
   TensorView vector_view() const { return TensorView::vector(device.get(), host.view.dtype, host.view.cols()); }
 };
+
+/// int32 values, on both copies (positions, targets).
+inline DeviceTensor int_vector(const std::vector<int32_t>& values) {
+  DeviceTensor t(DType::i32, 1, int64_t(values.size()));
+  std::memcpy(t.host.bytes.data(), values.data(), values.size() * 4);
+  t.upload();
+  return t;
+}
 
 }  // namespace coda::test

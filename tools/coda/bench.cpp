@@ -23,7 +23,7 @@ constexpr const char* kUsage =
     "usage: coda bench gemm [options]         coda's GEMM against cuBLAS on Transformer, square, decode and "
     "backward shapes\n"
     "       coda bench ops [options]          each fused op against its GEMM, cuBLAS + plain kernels and "
-    "torch.compile\n"
+    "torch.compile; LM head + cross-entropy forward + backward against three GEMMs\n"
     "       coda bench layer [options]        the Transformer layer block, forward and backward, against the "
     "unfused sequence and its GEMMs alone\n"
     "       coda bench primitives [options]   what each epilogue primitive costs inside the GEMM\n"

@@ -25,6 +25,21 @@ CODA_HD float exp_approx(float x) {
   return expf(x);
 #endif
 }
+/// 2^x by the special-function unit alone (ex2.approx.ftz.f32: one MUFU.EX2, 2 ulp, results below
+/// 2^-126 flushed to 0; PTX ISA) where exp2f adds the instructions that keep subnormal results: for
+/// per-element code that runs once per tile, whose length (not its arithmetic) bounds it; on the
+/// host, exp2f.
+CODA_HD float exp2_approx(float x) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+inline constexpr float kLog2e = 1.44269504088896341f;
+
 CODA_HD float reciprocal_approx(float x) {
 #if defined(__CUDA_ARCH__)
   float r;

@@ -11,6 +11,19 @@
 //   loss[m] = lse - (1 - eps) Y[t] - (eps / V) sum_n Y + lambda lse^2,  0 for ignored rows
 // reduction none: loss is M floats; sum: one float; mean: one float, over the non-ignored rows
 // (NaN when there are none). A target outside [0, V) other than ignore_index makes its loss NaN.
+//
+// The backward, from the forward's lse, with the same options, never holding the M x V logits or
+// their gradient (docs/kernels.md "Cross-entropy backward"):
+//
+//   std::size_t bytes = coda::ops::cross_entropy_backward_workspace_bytes(tokens, vocab, hidden);
+//   coda::ops::gemm_cross_entropy_backward(x, w_lm_head, targets, lse, grad_loss, grad_x, grad_w,
+//                                          workspace, bytes, stream, options);
+//
+// It runs over chunks of the vocabulary, three GEMMs each: the chunk's logits recomputed with
+// their gradient dZ as the epilogue (stored in the workspace, M x chunk), dW[chunk] = dZ^T x
+// (written once, no accumulator), and dX += dZ W[chunk] (an f32 running sum in the workspace,
+// in a fixed chunk order: the same bits run after run, no atomics). The work is four GEMMs of the
+// forward's size with the forward; the workspace is M x chunk 16-bit values plus M x K floats.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -51,5 +64,43 @@ CODA_API Status try_gemm_cross_entropy(const TensorView& x, const TensorView& w,
                                        const TensorView& loss, const TensorView& lse, void* workspace,
                                        std::size_t workspace_bytes, cudaStream_t stream = nullptr,
                                        const CrossEntropyOptions& options = {});
+
+struct CrossEntropyBackwardOptions {
+  // Optional f32, M x row_partial_count(V) (rmsnorm.hpp): row partials of <dZ, Z>, Z the GEMM's
+  // output after the row scale (before soft-capping): the statistic of the final RMSNorm's backward
+  // (gemm_residual_rmsnorm_backward's row_dots).
+  TensorView row_dots;
+  // Vocabulary columns per chunk, a multiple of 128 (the last chunk takes the rest); 0: chosen for
+  // the GPU (cross_entropy_backward_chunk_columns). The workspace query takes the same value.
+  int64_t chunk_columns = 0;
+};
+
+/// The chunk width the backward picks for M rows, a vocabulary of V and K columns of x: a
+/// workspace of about 192 MiB (M x chunk 16-bit values plus the M x K f32 running sum of dX), at
+/// least 1024 columns, at most V rounded up to 128.
+CODA_API int64_t cross_entropy_backward_chunk_columns(int64_t m, int64_t vocab, int64_t k);
+
+/// Bytes of the workspace gemm_cross_entropy_backward needs (M, vocab, k >= 1); any contents.
+CODA_API std::size_t cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
+                                                            const CrossEntropyBackwardOptions& backward = {});
+
+/// dX (M x K) and dW (V x K) of the loss gemm_cross_entropy computed with the same x, w, targets
+/// and options. lse: its f32 output (M). grad_loss: the gradient reaching the loss, f32 on the
+/// device (never read on the host): M values for reduction none, else one (sum: every row's; mean:
+/// divided by the number of non-ignored rows, counted on the device). grad_x is of x's type or
+/// f32, grad_w of w's type or f32. Ignored rows contribute nothing; a target outside [0, V) that is
+/// not ignore_index makes its row of dZ NaN (and so dW). options.logits must be empty.
+CODA_API void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const TensorView& targets,
+                                          const TensorView& lse, const TensorView& grad_loss,
+                                          const TensorView& grad_x, const TensorView& grad_w, void* workspace,
+                                          std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                          const CrossEntropyOptions& options = {},
+                                          const CrossEntropyBackwardOptions& backward = {});
+CODA_API Status try_gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const TensorView& targets,
+                                                const TensorView& lse, const TensorView& grad_loss,
+                                                const TensorView& grad_x, const TensorView& grad_w, void* workspace,
+                                                std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                                const CrossEntropyOptions& options = {},
+                                                const CrossEntropyBackwardOptions& backward = {});
 
 }  // namespace coda::ops

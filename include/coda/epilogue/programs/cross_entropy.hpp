@@ -8,6 +8,16 @@
 //   row_sums[m, b] = sum_{n in b} Y                            (optional: label smoothing)
 // The logits themselves are stored only if asked. The final (tiny) reduction turns these into
 // the loss (ops/cross_entropy.hpp).
+//
+// Backward (CrossEntropyBackward): the gradient of the loss with respect to Z, the GEMM's output
+// after the row scale and before soft-capping, recomputed tile by tile from the forward's lse, so
+// the logits are never kept. With Y = cap tanh(Z / cap) (or Z), p = exp(Y - lse[m]), t the target,
+// eps the label smoothing, lambda the z-loss weight and g[m] the gradient reaching row m's loss:
+//   dY = g (1 + 2 lambda lse) p - g ((1 - eps) [n == t] + eps / V)
+//   dZ = dY (1 - (Y / cap)^2)   (soft-capped; else dZ = dY)
+// The per-row factors come precomputed (RowFactor; 0 on ignored rows); dZ is stored
+// times the row scale (rstd: the operand of both GEMMs of the backward), and the row partials of
+// <dZ, Z> are the statistic the final RMSNorm's backward needs (docs/kernels.md).
 #pragma once
 
 #include <cmath>
@@ -41,6 +51,56 @@ struct CrossEntropyPartials {
       return Pick::State{x.value, x.col == t.load_index(targets, x)};
     });
     if (row_sums.data) t.row_reduce(row_sums, Sum{}, [](const Element& x) { return x.value; });
+  }
+};
+
+/// The per-row factors CrossEntropyBackward reads, one row of its `row_factors` table per row: with g
+/// the gradient reaching the row's loss (0 on ignored rows, NaN for a target outside the vocabulary),
+/// lse log2(e), g (1 + 2 lambda lse), g eps / V and g (1 - eps).
+enum RowFactor : int32_t { kLseLog2 = 0, kSoftmaxScale = 1, kSmoothing = 2, kTarget = 3, kRowFactors = 4 };
+
+struct CrossEntropyBackward {
+  ColumnVector targets{};    // int32, M
+  Table row_factors{};       // f32, M x kRowFactors (one batch; the op's row_factors kernel)
+  ColumnVector row_scale{};  // optional: Z = rstd[m] * (X W^T), and dZ stored times rstd
+  TileOut grad_logits{};     // dZ (times row_scale), M x (this launch's columns)
+  Partials row_dots{};       // optional: M x parts, <dZ, Z> over the part (before row_scale)
+  float softcap = 0.0f;      // > 0: soft-capping on
+  int32_t first_column = 0;  // the vocabulary column of this launch's column 0 (a chunk of V)
+
+  // dY at x from the logit y: g (1 + 2 lambda lse) p - g eps / V - g (1 - eps) [n == t], five
+  // instructions per element (the code runs once per tile: its length bounds the epilogue).
+  template <class Tile>
+  CODA_HD float gradient(const Tile& t, const Element& x, float y) const {
+    const float p = exp2_approx(y * kLog2e - t.load(row_factors, x.row, kLseLog2));
+    const float dy = t.load(row_factors, x.row, kSoftmaxScale) * p - t.load(row_factors, x.row, kSmoothing);
+    const float target = t.load(row_factors, x.row, kTarget);
+    return x.col + first_column == t.load_index(targets, x) ? dy - target : dy;
+  }
+
+  // dZ at x (whose value is Z) through the soft-cap: dY (1 - (Y / cap)^2), Y = cap tanh(Z / cap).
+  template <class Tile>
+  CODA_HD float capped_gradient(const Tile& t, const Element& x, float inverse_softcap) const {
+    const float tanh_value = tanhf(x.value * inverse_softcap);
+    return gradient(t, x, softcap * tanh_value) * (1.0f - tanh_value * tanh_value);
+  }
+
+  template <class Tile>
+  CODA_HD void operator()(Tile& t) const {
+    if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
+    if (softcap > 0.0f) {
+      const float inverse_softcap = 1.0f / softcap;  // once per tile (CrossEntropyPartials says why)
+      if (row_dots.data)
+        t.row_reduce(row_dots, Sum{},
+                     [&](const Element& x) { return x.value * capped_gradient(t, x, inverse_softcap); });
+      t.map([&](Element& x) { x.value = capped_gradient(t, x, inverse_softcap); });
+    } else {
+      if (row_dots.data)
+        t.row_reduce(row_dots, Sum{}, [&](const Element& x) { return x.value * gradient(t, x, x.value); });
+      t.map([&](Element& x) { x.value = gradient(t, x, x.value); });
+    }
+    if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
+    t.store(grad_logits);
   }
 };
 

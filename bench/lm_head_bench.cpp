@@ -1,0 +1,136 @@
+#include "lm_head_bench.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "arena.hpp"
+#include "coda/core/device.hpp"
+#include "coda/gemm.hpp"
+#include "coda/ops/cross_entropy.hpp"
+#include "coda/ops/rmsnorm.hpp"
+#include "cublas_gemm.hpp"
+#include "timing.hpp"
+
+namespace coda::bench {
+namespace {
+
+struct LmHeadRow {
+  int64_t t, h, v;
+  bool final_norm;  // after the final RMSNorm: its rstd as the row scale, and the <dZ, Z> partials
+  float softcap;
+  double fused_ms, forward_ms, backward_ms, gemms_ms, cublas_ms;
+  double extra_gib;  // the workspaces and lse: everything beyond inputs, loss and gradients
+  int64_t chunk;
+};
+
+LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softcap, CublasGemm& cublas,
+                  cudaStream_t stream) {
+  Arena arena;
+  const DType bf = DType::bf16;
+  const TensorView x = arena.matrix(bf, t, h, stream), w = arena.matrix(bf, v, h, stream);
+  const TensorView grad_x = arena.matrix(bf, t, h, stream, false), grad_w = arena.matrix(bf, v, h, stream, false);
+  const TensorView targets = arena.int32_vector(t, [&](int64_t i) { return int32_t((i * 7919) % v); });
+  const TensorView loss = arena.vector(DType::f32, 1, stream, false), lse = arena.vector(DType::f32, t, stream, false);
+  const TensorView grad_loss = arena.vector(DType::f32, 1, stream, false);
+  const float one = 1.0f;  // d loss / d loss
+  CODA_CUDA_CHECK(cudaMemcpy(grad_loss.data, &one, sizeof(one), cudaMemcpyHostToDevice));
+  ops::CrossEntropyOptions options;
+  options.softcap = softcap;
+  ops::CrossEntropyBackwardOptions backward_options;
+  if (final_norm) {
+    options.row_scale = arena.vector(DType::f32, t, stream);
+    backward_options.row_dots = arena.matrix(DType::f32, t, ops::row_partial_count(v), stream, false);
+  }
+  const std::size_t forward_bytes = ops::cross_entropy_workspace_bytes(t, v);
+  const std::size_t backward_bytes = ops::cross_entropy_backward_workspace_bytes(t, v, h);
+  void* forward_ws = arena.allocate(forward_bytes);
+  void* backward_ws = arena.allocate(backward_bytes);
+  // The three plain GEMMs of the same shapes: logits X W^T, dX = dY W, dW = dY^T X.
+  const TensorView y = arena.matrix(bf, t, v, stream);
+
+  const auto forward = [&](int) { 
+    ops::gemm_cross_entropy(x, w, targets, loss, lse, forward_ws, forward_bytes, stream, options);
+  };
+  const auto backward = [&](int) {
+    ops::gemm_cross_entropy_backward(x, w, targets, lse, grad_loss, grad_x, grad_w, backward_ws, backward_bytes,
+                                     stream, options, backward_options);
+  };
+  const std::vector<Timing> times = time_side_by_side(
+      {[&](int i) {
+         forward(i);
+         backward(i);
+       },
+       forward, backward,
+       [&](int) {
+         gemm({x, Major::k}, {w, Major::k}, y, stream);
+         gemm({y, Major::k}, {w, Major::mn}, grad_x, stream);
+         gemm({y, Major::mn}, {x, Major::mn}, grad_w, stream);
+       },
+       [&](int) {
+         cublas.run({x, Major::k}, {w, Major::k}, y);
+         cublas.run({y, Major::k}, {w, Major::mn}, grad_x);
+         cublas.run({y, Major::mn}, {x, Major::mn}, grad_w);
+       }},
+      stream, 3, 1, 5);
+  const double gib = double(1 << 30);
+  return {t,
+          h,
+          v,
+          final_norm,
+          softcap,
+          times[0].median_ms,
+          times[1].median_ms,
+          times[2].median_ms,
+          times[3].median_ms,
+          times[4].median_ms,
+          double(forward_bytes + backward_bytes + std::size_t(t) * 4) / gib,
+          ops::cross_entropy_backward_chunk_columns(t, v, h)};
+}
+
+}  // namespace
+
+void lm_head_training_benchmark(std::ostream& json) {
+  cudaStream_t stream = nullptr;
+  CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CublasGemm cublas(stream);
+  std::vector<LmHeadRow> rows;
+  for (const int64_t v : {128256, 32000})
+    for (const int64_t h : {2048, 4096}) rows.push_back(measure(8192, h, v, false, 0.0f, cublas, stream));
+  rows.push_back(measure(8192, 2048, 128256, true, 0.0f, cublas, stream));
+  rows.push_back(measure(8192, 2048, 128256, false, 30.0f, cublas, stream));
+
+  std::printf(
+      "\nLM head + cross-entropy, forward + backward (bf16, mean; options where the shape says): coda's two ops against coda's three "
+      "plain GEMMs of the same shapes (X W^T, dY W, dY^T X; what the fused ops replace, without the logits) and "
+      "cuBLAS's; TF/s counts 6 T V H. Extra memory: both workspaces and lse (coda allocates nothing else; inputs, "
+      "loss and gradients not counted). +norm: after the final RMSNorm (its rstd as the row scale, the <dZ, Z> "
+      "partials for its backward); +softcap: soft-capping at 30. torch.compile at T=8192 H=2048 V=128256: 20.1 ms, 2.5 GiB (H200, "
+      "docs/performance.md)\n");
+  std::printf("%-32s %9s %9s %9s %9s %7s %9s %8s %9s %6s\n", "shape", "fwd+bwd", "forward", "backward", "3 GEMMs",
+              "fused/", "cuBLAS", "TF/s", "extra", "chunk");
+  std::printf("%-32s %9s %9s %9s %9s %7s %9s %8s %9s %6s\n", "", "ms", "ms", "ms", "ms (coda)", "GEMMs", "3 ms",
+              "fused", "GiB", "cols");
+  json << "  \"lm_head_training\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const LmHeadRow& r = rows[i];
+    const std::string shape = "T=" + std::to_string(r.t) + " H=" + std::to_string(r.h) + " V=" + std::to_string(r.v) +
+                              (r.final_norm ? " +norm" : "") + (r.softcap > 0 ? " +softcap" : "");
+    const double flops = 6.0 * double(r.t) * double(r.v) * double(r.h);
+    std::printf("%-32s %9.3f %9.3f %9.3f %9.3f %7.3f %9.3f %8.1f %9.3f %6lld\n", shape.c_str(), r.fused_ms,
+                r.forward_ms, r.backward_ms, r.gemms_ms, r.fused_ms / r.gemms_ms, r.cublas_ms,
+                flops / (r.fused_ms * 1e9), r.extra_gib, static_cast<long long>(r.chunk));
+    json << "    {\"shape\": \"" << shape << "\", \"fused_ms\": " << r.fused_ms << ", \"forward_ms\": " << r.forward_ms
+         << ", \"backward_ms\": " << r.backward_ms << ", \"coda_three_gemms_ms\": " << r.gemms_ms
+         << ", \"cublas_three_gemms_ms\": " << r.cublas_ms << ", \"extra_gib\": " << r.extra_gib
+         << ", \"chunk_columns\": " << r.chunk << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  json << "  ]\n";
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace coda::bench

@@ -1,0 +1,202 @@
+// gemm_cross_entropy_backward: dX and dW of LM head + cross-entropy over chunks of the vocabulary
+// (ops/cross_entropy.hpp). Per chunk, in order: the logits GEMM with CrossEntropyBackward as its
+// epilogue (dZ of the chunk into the workspace), dW[chunk] = dZ^T x, and dX += dZ W[chunk] with
+// RunningSum as its epilogue (an f32 sum in the workspace; the last chunk writes dX).
+#include <algorithm>
+#include <cmath>
+
+#include "coda/epilogue/host_arguments.hpp"
+#include "coda/epilogue/launch.cuh"
+#include "coda/epilogue/programs/cross_entropy.hpp"
+#include "coda/epilogue/programs/running_sum.hpp"
+#include "coda/ops/cross_entropy.hpp"
+#include "op_checks.hpp"
+
+namespace coda::ops {
+namespace {
+
+constexpr const char* kFunction = "coda::ops::gemm_cross_entropy_backward";
+constexpr int64_t kChunkAlign = 128;  // a part's width: each chunk's row_dots start at a whole part
+// The workspace the chunk width is picked for: at T = 8192, H = 2048 a 128 MiB chunk of dZ (8192
+// columns, 16 chunks at V = 128256) beside the 64 MiB running sum of dX.
+constexpr int64_t kWorkspaceTarget = int64_t(192) << 20;
+constexpr int64_t kMinChunk = 1024;  // below this the dX GEMM's K (the chunk) gets too short to run at speed
+constexpr int64_t kSegmentAlign = 256;
+
+int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// The workspace, in bytes: the per-row factors of the gradient, the chunk of dZ and (with more than
+// one chunk) the running sum of dX.
+struct Layout {
+  int64_t chunk, chunks, row_factors, grad_logits, sum, bytes;
+  Layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns) {
+    chunk = std::min(chunk_columns > 0 ? chunk_columns : cross_entropy_backward_chunk_columns(m, vocab, k),
+                     round_up(vocab, kChunkAlign));
+    chunks = (vocab + chunk - 1) / chunk;
+    row_factors = 0;
+    grad_logits = round_up(row_factors + m * epilogue::kRowFactors * 4, kSegmentAlign);
+    sum = round_up(grad_logits + m * chunk * 2, kSegmentAlign);
+    bytes = sum + (chunks > 1 ? m * k * 4 : 0);
+  }
+};
+
+struct RowFactorOptions {
+  int32_t ignore_index;
+  float z_loss, label_smoothing, smoothing_per_class;
+  int64_t vocab;
+  LossReduction reduction;
+};
+
+// One block: CrossEntropyBackward's row factors (epilogue::RowFactor), g the gradient reaching row
+// m's loss: grad_loss[m], grad_loss[0], or grad_loss[0] over the non-ignored rows (counted here in a
+// fixed order); 0 on ignored rows, NaN for a target outside the vocabulary.
+__global__ void row_factors(const int32_t* targets, const float* lse, const float* grad_loss, int64_t rows,
+                            RowFactorOptions o, float* factors) {
+  __shared__ int64_t counts[1024];
+  float scalar = o.reduction == LossReduction::none ? 0.0f : grad_loss[0];
+  if (o.reduction == LossReduction::mean) {
+    int64_t count = 0;
+    for (int64_t m = threadIdx.x; m < rows; m += blockDim.x) count += targets[m] != o.ignore_index ? 1 : 0;
+    counts[threadIdx.x] = count;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+      if (int(threadIdx.x) < stride) counts[threadIdx.x] += counts[threadIdx.x + stride];
+      __syncthreads();
+    }
+    scalar /= float(counts[0]);  // no row left: every row is ignored and gets 0 below
+  }
+  for (int64_t m = threadIdx.x; m < rows; m += blockDim.x) {
+    const int32_t t = targets[m];
+    float g = o.reduction == LossReduction::none ? grad_loss[m] : scalar;
+    if (t == o.ignore_index) g = 0.0f;
+    else if (t < 0 || t >= o.vocab) g = NAN;
+    float* row = factors + m * epilogue::kRowFactors;
+    row[epilogue::kLseLog2] = lse[m] * epilogue::kLog2e;
+    row[epilogue::kSoftmaxScale] = g * (1.0f + 2.0f * o.z_loss * lse[m]);
+    row[epilogue::kSmoothing] = g * o.smoothing_per_class;
+    row[epilogue::kTarget] = g * (1.0f - o.label_smoothing);
+  }
+}
+
+TensorView rows_of(const TensorView& t, int64_t first, int64_t count) {
+  return TensorView::matrix(static_cast<char*>(t.data) + first * t.ld() * int64_t(t.element_bytes()), t.dtype, count,
+                            t.cols(), t.ld());
+}
+
+// dX (+)= dz w_chunk for one chunk, in row blocks whose f32 sum a Table's 32-bit index reaches.
+void accumulate_grad_x(const TensorView& dz, const TensorView& w_chunk, float* sum, bool first, bool last,
+                       const TensorView& grad_x, cudaStream_t stream) {
+  const int64_t m = dz.rows(), k = w_chunk.cols();
+  const int64_t block = std::max<int64_t>(kChunkAlign, (int64_t(INT32_MAX) / k) / kChunkAlign * kChunkAlign);
+  for (int64_t r = 0; r < m; r += block) {
+    const int64_t rows = std::min(block, m - r);
+    const TensorView sum_rows = TensorView::matrix(sum + r * k, DType::f32, rows, k);
+    epilogue::RunningSum program;
+    if (!first) program.sum_in = epilogue::table(sum_rows, "workspace");
+    if (last) program.out = epilogue::tile_out(rows_of(grad_x, r, rows), "grad_x");
+    else program.sum_out = epilogue::TileOutOf<DType::f32>{epilogue::tile_out(sum_rows, "workspace")};
+    const GemmOperand a{rows_of(dz, r, rows), Major::k}, b{w_chunk, Major::mn};
+    epilogue::launch_program(epilogue::plan_program<epilogue::RunningSum>(a, b, {}, kFunction), program, stream,
+                             epilogue::OutputTypes<DType::f32>{}, epilogue::OperandMajors<Major::k, Major::mn>{});
+  }
+}
+
+}  // namespace
+
+int64_t cross_entropy_backward_chunk_columns(int64_t m, int64_t vocab, int64_t k) {
+  ArgumentCheck check("coda::ops::cross_entropy_backward_chunk_columns");
+  check.positive("m", m, "M").positive("vocab", vocab, "the vocabulary").positive("k", k, "K");
+  check.throw_if_error();
+  const int64_t room = std::max<int64_t>(kWorkspaceTarget - m * k * 4, 0) / (m * 2);
+  return std::min(std::max(room / kChunkAlign * kChunkAlign, kMinChunk), round_up(vocab, kChunkAlign));
+}
+
+std::size_t cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
+                                                   const CrossEntropyBackwardOptions& backward) {
+  ArgumentCheck check("coda::ops::cross_entropy_backward_workspace_bytes");
+  check.positive("m", m, "M").positive("vocab", vocab, "the vocabulary").positive("k", k, "K");
+  check_chunk_columns(check, backward.chunk_columns);
+  check.throw_if_error();
+  return std::size_t(Layout(m, vocab, k, backward.chunk_columns).bytes);
+}
+
+void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const TensorView& targets,
+                                 const TensorView& lse, const TensorView& grad_loss, const TensorView& grad_x,
+                                 const TensorView& grad_w, void* workspace, std::size_t workspace_bytes,
+                                 cudaStream_t stream, const CrossEntropyOptions& options,
+                                 const CrossEntropyBackwardOptions& backward) {
+  reported_by(kFunction, [&] {
+    ArgumentCheck check(kFunction);
+    const GemmShape g = check_projection(check, x, w);
+    const int64_t k = x.cols();
+    check_vector(check, "targets", targets, g.m, {DType::i32});
+    check_vector(check, "lse", lse, g.m, {DType::f32});
+    check_vector(check, "grad_loss", grad_loss, options.reduction == LossReduction::none ? g.m : 1, {DType::f32});
+    check_output(check, "grad_x", grad_x, g.m, k, grad_x.dtype == DType::f32 ? DType::f32 : x.dtype);
+    check_output(check, "grad_w", grad_w, g.n, k, grad_w.dtype == DType::f32 ? DType::f32 : x.dtype,
+                 "one row per row of w");
+    check_cross_entropy_options(check, options, g.m);
+    check.require(options.logits.data == nullptr, "options.logits",
+                  "is set, but the backward stores no logits (it recomputes them chunk by chunk)");
+    if (backward.row_dots.data)
+      check_partials(check, "backward.row_dots", backward.row_dots, g.m, parts_along(g.n), "one row per row of x",
+                     "one per 128 columns of the vocabulary: row_partial_count(V)");
+    check_chunk_columns(check, backward.chunk_columns);
+    const Layout layout(g.m, g.n, k, backward.chunk_columns);
+    check_workspace(check, workspace, workspace_bytes, std::size_t(layout.bytes),
+                    "coda::ops::cross_entropy_backward_workspace_bytes");
+    check.throw_if_error();
+
+    // The first chunk's plan before anything runs: it checks the device.
+    const auto plan_chunk = [&](const TensorView& w_chunk) {
+      return epilogue::plan_program<epilogue::CrossEntropyBackward>({x, Major::k}, {w_chunk, Major::k}, options.gemm,
+                                                                    kFunction);
+    };
+    const epilogue::ProgramPlan first_plan = plan_chunk(rows_of(w, 0, std::min(layout.chunk, g.n)));
+
+    char* ws = static_cast<char*>(workspace);
+    float* factors = reinterpret_cast<float*>(ws + layout.row_factors);
+    float* sum = reinterpret_cast<float*>(ws + layout.sum);
+    const RowFactorOptions factor_options{options.ignore_index, options.z_loss, options.label_smoothing,
+                                          options.label_smoothing / float(g.n), g.n, options.reduction};
+    row_factors<<<1, 1024, 0, stream>>>(static_cast<const int32_t*>(targets.data), static_cast<const float*>(lse.data),
+                                        static_cast<const float*>(grad_loss.data), g.m, factor_options, factors);
+    CODA_CUDA_CHECK(cudaGetLastError());
+
+    epilogue::CrossEntropyBackward program;
+    program.targets = epilogue::column_vector(targets, "targets");
+    program.row_factors =
+        epilogue::table(TensorView::matrix(factors, DType::f32, g.m, epilogue::kRowFactors), "workspace");
+    if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
+    program.softcap = options.softcap;
+
+    for (int64_t c = 0; c < layout.chunks; ++c) {
+      const int64_t first = c * layout.chunk, cols = std::min(layout.chunk, g.n - first);
+      const TensorView w_chunk = rows_of(w, first, cols);
+      const TensorView dz = TensorView::matrix(ws + layout.grad_logits, x.dtype, g.m, cols, layout.chunk);
+      program.first_column = int32_t(first);
+      program.grad_logits = epilogue::tile_out(dz, "workspace");
+      if (backward.row_dots.data)
+        program.row_dots = epilogue::row_partials(
+            TensorView::matrix(static_cast<float*>(backward.row_dots.data) + first / kChunkAlign, DType::f32, g.m,
+                               parts_along(cols), backward.row_dots.ld()),
+            "backward.row_dots");
+      epilogue::launch_program(c == 0 ? first_plan : plan_chunk(w_chunk), program, stream);
+      gemm({dz, Major::mn}, {x, Major::mn}, rows_of(grad_w, first, cols), stream);  // dW[chunk] = dZ^T x
+      accumulate_grad_x(dz, w_chunk, sum, c == 0, c == layout.chunks - 1, grad_x, stream);
+    }
+  });
+}
+
+Status try_gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const TensorView& targets,
+                                       const TensorView& lse, const TensorView& grad_loss, const TensorView& grad_x,
+                                       const TensorView& grad_w, void* workspace, std::size_t workspace_bytes,
+                                       cudaStream_t stream, const CrossEntropyOptions& options,
+                                       const CrossEntropyBackwardOptions& backward) {
+  return status_of(kFunction, [&] {
+    gemm_cross_entropy_backward(x, w, targets, lse, grad_loss, grad_x, grad_w, workspace, workspace_bytes, stream,
+                                options, backward);
+  });
+}
+
+}  // namespace coda::ops

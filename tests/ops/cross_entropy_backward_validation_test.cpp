@@ -1,0 +1,154 @@
+// The cross-entropy backward's argument rules and workspace, through the C++ API and the C ABI.
+// Validation runs before the device is touched, so these run in CI: each feeds one bad argument
+// and checks the message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "coda/coda.h"
+#include "coda/core/device.hpp"
+#include "coda/ops/cross_entropy.hpp"
+#include "ops/host_views.hpp"
+
+namespace coda {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+using test::memory;
+using test::tile;
+using test::vec;
+
+constexpr int64_t kM = 64, kV = 1000, kK = 32;
+
+struct Arguments {
+  TensorView x = tile(kM, kK), w = tile(kV, kK), targets = vec(kM, DType::i32), lse = vec(kM), grad_loss = vec(1),
+             grad_x = tile(kM, kK), grad_w = tile(kV, kK);
+  std::size_t bytes = ops::cross_entropy_backward_workspace_bytes(kM, kV, kK);
+  ops::CrossEntropyOptions options{};
+  ops::CrossEntropyBackwardOptions backward{};
+
+  Status run() const {
+    return ops::try_gemm_cross_entropy_backward(x, w, targets, lse, grad_loss, grad_x, grad_w, memory, bytes, nullptr,
+                                                options, backward);
+  }
+  std::string error() const { return run().message(); }
+};
+
+TEST(CrossEntropyBackwardValidation, TensorRules) {
+  Arguments a;
+  a.w = tile(kV, kK + 8);
+  EXPECT_THAT(a.error(), HasSubstr("coda::ops::gemm_cross_entropy_backward: argument 'w'"));
+  a = {};
+  a.targets = vec(kM, DType::f32);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'targets': dtype f32 is not supported here"));
+  a = {};
+  a.lse = vec(kM - 1);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'lse': length 63 must be 64"));
+  a = {};
+  a.grad_loss = vec(kM);  // mean: one scalar
+  EXPECT_THAT(a.error(), HasSubstr("argument 'grad_loss': length 64 must be 1"));
+  a.options.reduction = ops::LossReduction::none;  // none: one per row
+  EXPECT_THAT(a.error(), Not(HasSubstr("grad_loss")));
+  a = {};
+  a.grad_x = tile(kM, kK + 8);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'grad_x'"));
+  a = {};
+  a.grad_x = tile(kM, kK, DType::f16);  // x's type or f32
+  EXPECT_THAT(a.error(), HasSubstr("argument 'grad_x': dtype f16 must be bf16"));
+  a = {};
+  a.grad_w = tile(kV - 1, kK);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'grad_w'"));
+}
+
+TEST(CrossEntropyBackwardValidation, OptionRules) {
+  Arguments a;
+  a.options.label_smoothing = 1.0f;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'options.label_smoothing': is 1 but must be in [0, 1)"));
+  a = {};
+  a.options.softcap = -1.0f;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'options.softcap'"));
+  a = {};
+  a.options.row_scale = vec(kM - 1);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'options.row_scale': length 63 must be 64"));
+  a = {};
+  a.options.logits = tile(kM, kV);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'options.logits': is set, but the backward stores no logits"));
+  a = {};
+  a.backward.row_dots = tile(kM, 7, DType::f32);  // ceil(1000 / 128) = 8
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.row_dots'"));
+  a = {};
+  a.backward.chunk_columns = 100;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.chunk_columns': is 100 but must be 0 (chosen) or a positive "
+                                   "multiple of 128"));
+  a = {};
+  a.bytes -= 4;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'workspace': holds"));
+}
+
+TEST(CrossEntropyBackwardValidation, ValidArgumentsReachTheDeviceCheck) {
+  if (hopper_available()) GTEST_SKIP() << "a Hopper GPU is present: host memory would be launched on";
+  Arguments a;
+  a.grad_x = tile(kM, kK, DType::f32);
+  a.grad_w = tile(kV, kK, DType::f32);
+  a.backward.row_dots = tile(kM, 8, DType::f32);
+  a.backward.chunk_columns = 256;
+  a.bytes = ops::cross_entropy_backward_workspace_bytes(kM, kV, kK, a.backward);
+  const Status s = a.run();
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_THAT(s.message(), Not(HasSubstr("argument")));
+}
+
+TEST(CrossEntropyBackwardValidation, ChunkWidthAndWorkspace) {
+  // T = 8192, H = 2048, V = 128256: 8192-column chunks (128 MiB of dZ) beside the 64 MiB sum of dX.
+  EXPECT_EQ(ops::cross_entropy_backward_chunk_columns(8192, 128256, 2048), 8192);
+  EXPECT_LE(ops::cross_entropy_backward_workspace_bytes(8192, 128256, 2048), std::size_t(193) << 20);
+  // A small vocabulary is one chunk (V rounded up to 128): no running sum of dX.
+  EXPECT_EQ(ops::cross_entropy_backward_chunk_columns(64, 1000, 32), 1024);
+  EXPECT_LT(ops::cross_entropy_backward_workspace_bytes(64, 1000, 32), std::size_t(64 * 1024 * 2 + 4096));
+  // Many tokens: never below 1024 columns.
+  EXPECT_EQ(ops::cross_entropy_backward_chunk_columns(int64_t(1) << 20, 128256, 4096), 1024);
+  // More chunks: the running sum joins the workspace.
+  EXPECT_GE(ops::cross_entropy_backward_workspace_bytes(64, 1000, 32, {.row_dots = {}, .chunk_columns = 256}),
+            std::size_t(64 * 256 * 2 + 64 * 32 * 4));
+  EXPECT_THROW((void)ops::cross_entropy_backward_workspace_bytes(0, 1000, 32), InvalidArgument);
+  EXPECT_THROW((void)ops::cross_entropy_backward_workspace_bytes(64, 1000, 32, {.row_dots = {}, .chunk_columns = -128}),
+               InvalidArgument);
+}
+
+TEST(CrossEntropyBackwardValidation, CAbi) {
+  std::size_t bytes = 1;
+  EXPECT_EQ(coda_cross_entropy_backward_workspace_bytes(64, 0, 32, 0, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_STREQ(coda_last_error(),
+               "coda_cross_entropy_backward_workspace_bytes: argument 'vocab': the vocabulary is 0 but must be at "
+               "least 1");
+  EXPECT_EQ(coda_cross_entropy_backward_workspace_bytes(64, 1000, 32, 0, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'bytes': is a null pointer"));
+  ASSERT_EQ(coda_cross_entropy_backward_workspace_bytes(kM, kV, kK, 0, &bytes), CODA_OK);
+  EXPECT_EQ(bytes, ops::cross_entropy_backward_workspace_bytes(kM, kV, kK));
+
+  coda_tensor x = {memory, CODA_BF16, 2, {kM, kK}, {kK, 1}};
+  coda_tensor w = {memory, CODA_BF16, 2, {kV, kK}, {kK, 1}};
+  coda_tensor targets = {memory, CODA_I32, 1, {kM}, {1}};
+  coda_tensor lse = {memory, CODA_F32, 1, {kM}, {1}};
+  coda_tensor grad_loss = {memory, CODA_F32, 1, {1}, {1}};
+  coda_tensor grad_x = {memory, CODA_BF16, 2, {kM, kK}, {kK, 1}};
+  coda_tensor grad_w = {memory, CODA_BF16, 2, {kV, kK}, {kK, 1}};
+  EXPECT_EQ(coda_gemm_cross_entropy_backward(&x, &w, &targets, &lse, nullptr, &grad_x, &grad_w, nullptr, nullptr,
+                                             nullptr, 0, memory, bytes, nullptr),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("coda_gemm_cross_entropy_backward: argument 'grad_loss'"));
+  coda_cross_entropy_options options = {-100, 0.0f, 0.0f, 0.0f, static_cast<coda_loss_reduction>(9)};
+  EXPECT_EQ(coda_gemm_cross_entropy_backward(&x, &w, &targets, &lse, &grad_loss, &grad_x, &grad_w, &options, nullptr,
+                                             nullptr, 0, memory, bytes, nullptr),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'options.reduction'"));
+  EXPECT_EQ(coda_gemm_cross_entropy_backward(&x, &w, &targets, &lse, &grad_loss, &grad_x, &grad_w, nullptr, nullptr,
+                                             nullptr, 200, memory, bytes, nullptr),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'backward.chunk_columns'"));
+}
+
+}  // namespace
+}  // namespace coda
