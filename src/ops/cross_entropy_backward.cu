@@ -42,7 +42,7 @@ struct Layout {
 
 struct RowFactorOptions {
   int32_t ignore_index;
-  float z_loss, label_smoothing, smoothing_per_class;
+  float z_loss, label_smoothing;
   int64_t vocab;
   LossReduction reduction;
 };
@@ -70,11 +70,7 @@ __global__ void row_factors(const int32_t* targets, const float* lse, const floa
     float g = o.reduction == LossReduction::none ? grad_loss[m] : scalar;
     if (t == o.ignore_index) g = 0.0f;
     else if (t < 0 || t >= o.vocab) g = NAN;
-    float* row = factors + m * epilogue::kRowFactors;
-    row[epilogue::kLseLog2] = lse[m] * epilogue::kLog2e;
-    row[epilogue::kSoftmaxScale] = g * (1.0f + 2.0f * o.z_loss * lse[m]);
-    row[epilogue::kSmoothing] = g * o.smoothing_per_class;
-    row[epilogue::kTarget] = g * (1.0f - o.label_smoothing);
+    epilogue::write_row_factors(factors + m * epilogue::kRowFactors, lse[m], g, o.z_loss, o.label_smoothing, o.vocab);
   }
 }
 
@@ -157,8 +153,8 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
     char* ws = static_cast<char*>(workspace);
     float* factors = reinterpret_cast<float*>(ws + layout.row_factors);
     float* sum = reinterpret_cast<float*>(ws + layout.sum);
-    const RowFactorOptions factor_options{options.ignore_index, options.z_loss, options.label_smoothing,
-                                          options.label_smoothing / float(g.n), g.n, options.reduction};
+    const RowFactorOptions factor_options{options.ignore_index, options.z_loss, options.label_smoothing, g.n,
+                                          options.reduction};
     row_factors<<<1, 1024, 0, stream>>>(static_cast<const int32_t*>(targets.data), static_cast<const float*>(lse.data),
                                         static_cast<const float*>(grad_loss.data), g.m, factor_options, factors);
     CODA_CUDA_CHECK(cudaGetLastError());

@@ -73,11 +73,8 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
         const float g = t[i] == o.ignore_index               ? 0.0f
                         : o.reduction == LossReduction::mean ? go / float(valid)
                                                              : go;
-        float* row = f.data() + i * epilogue::kRowFactors;
-        row[epilogue::kLseLog2] = float(l[i]) * epilogue::kLog2e;
-        row[epilogue::kSoftmaxScale] = g * (1.0f + 2.0f * float(o.z_loss) * float(l[i]));
-        row[epilogue::kSmoothing] = g * float(o.label_smoothing / double(shape.cols));
-        row[epilogue::kTarget] = g * float(1.0 - o.label_smoothing);
+        epilogue::write_row_factors(f.data() + i * epilogue::kRowFactors, float(l[i]), g, float(o.z_loss),
+                                    float(o.label_smoothing), shape.cols);
       }
     }
     const HostTensor target_column = column_vector_of(DType::i32, target_values);

@@ -125,6 +125,33 @@ void cross_entropy_program(SectionChecks& t) {
         std::max(relative_error(finished.per_row, direct.per_row),
                  relative_error(reference::Vector{*finished.reduced}, reference::Vector{*direct.reduced})),
         kF32);
+
+  // The backward program over two chunks of the vocabulary (as gemm_cross_entropy_backward launches
+  // it), from the saved lse and the per-row factors of the mean's gradient 1 / (non-ignored rows).
+  HostArray factors(DType::f32, kRows, epilogue::kRowFactors), grad(DType::bf16, kRows, vocab);
+  for (int64_t m = 0; m < kRows; ++m)
+    epilogue::write_row_factors(factors.partials().data + m * epilogue::kRowFactors, float(direct.lse[std::size_t(m)]),
+                                targets[std::size_t(m)] == options.ignore_index ? 0.0f : 1.0f / float(direct.valid_rows),
+                                float(options.z_loss), float(options.label_smoothing), vocab);
+  const int64_t chunk = 512;
+  for (int64_t first = 0; first < vocab; first += chunk) {
+    const int64_t cols = std::min(chunk, vocab - first);
+    epilogue::TileOut out = grad.tile_out();
+    out.data = static_cast<uint16_t*>(out.data) + first;
+    reference::Matrix z(kRows, cols);
+    for (int64_t m = 0; m < kRows; ++m)
+      for (int64_t n = 0; n < cols; ++n) z(m, n) = logits(m, first + n);
+    reference::run_epilogue(epilogue::CrossEntropyBackward{.targets = target_column.column_vector(),
+                                                           .row_factors = factors.table(),
+                                                           .grad_logits = out,
+                                                           .softcap = float(options.softcap),
+                                                           .first_column = int32_t(first)},
+                            z, 0, kPart);
+  }
+  const reference::Matrix want_grad =
+      reference::cross_entropy_backward(logits, targets, direct.lse, {1.0}, kPartCols, options).grad_logits;
+  t.add("CrossEntropyBackward program, two chunks: dZ == fp64, bf16", relative_error(grad.matrix(), want_grad),
+        kBf16Output);
 }
 
 // Kernel 4 (H = X W1^T + R, its sum-of-squares partials, U = H g), the rstd reduction, then

@@ -59,6 +59,15 @@ struct CrossEntropyPartials {
 /// lse log2(e), g (1 + 2 lambda lse), g eps / V and g (1 - eps).
 enum RowFactor : int32_t { kLseLog2 = 0, kSoftmaxScale = 1, kSmoothing = 2, kTarget = 3, kRowFactors = 4 };
 
+/// Row `row` (kRowFactors floats) of that table for a row with log-sum-exp `lse` and gradient `g`
+/// reaching its loss (the op's row_factors kernel; the CPU tests and the demo).
+CODA_HD void write_row_factors(float* row, float lse, float g, float z_loss, float label_smoothing, int64_t vocab) {
+  row[kLseLog2] = lse * kLog2e;
+  row[kSoftmaxScale] = g * (1.0f + 2.0f * z_loss * lse);
+  row[kSmoothing] = g * (label_smoothing / float(vocab));
+  row[kTarget] = g * (1.0f - label_smoothing);
+}
+
 struct CrossEntropyBackward {
   ColumnVector targets{};    // int32, M
   Table row_factors{};       // f32, M x kRowFactors (one batch; the op's row_factors kernel)
