@@ -53,30 +53,29 @@ LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softca
   // The three plain GEMMs of the same shapes: logits X W^T, dX = dY W, dW = dY^T X.
   const TensorView y = arena.matrix(bf, t, v, stream);
 
-  const auto forward = [&](int) { 
+  const auto forward = [&](int) {
     ops::gemm_cross_entropy(x, w, targets, loss, lse, forward_ws, forward_bytes, stream, options);
   };
   const auto backward = [&](int) {
-    ops::gemm_cross_entropy_backward(x, w, targets, lse, grad_loss, grad_x, grad_w, backward_ws, backward_bytes,
-                                     stream, options, backward_options);
+    ops::gemm_cross_entropy_backward(x, w, targets, lse, grad_loss, grad_x, grad_w, backward_ws, backward_bytes, stream,
+                                     options, backward_options);
   };
-  const std::vector<Timing> times = time_side_by_side(
-      {[&](int i) {
-         forward(i);
-         backward(i);
-       },
-       forward, backward,
-       [&](int) {
-         gemm({x, Major::k}, {w, Major::k}, y, stream);
-         gemm({y, Major::k}, {w, Major::mn}, grad_x, stream);
-         gemm({y, Major::mn}, {x, Major::mn}, grad_w, stream);
-       },
-       [&](int) {
-         cublas.run({x, Major::k}, {w, Major::k}, y);
-         cublas.run({y, Major::k}, {w, Major::mn}, grad_x);
-         cublas.run({y, Major::mn}, {x, Major::mn}, grad_w);
-       }},
-      stream, 3, 1, 5);
+  const std::vector<Timing> times = time_side_by_side({[&](int i) {
+                                                         forward(i);
+                                                         backward(i);
+                                                       },
+                                                       forward, backward,
+                                                       [&](int) {
+                                                         gemm({x, Major::k}, {w, Major::k}, y, stream);
+                                                         gemm({y, Major::k}, {w, Major::mn}, grad_x, stream);
+                                                         gemm({y, Major::mn}, {x, Major::mn}, grad_w, stream);
+                                                       },
+                                                       [&](int) {
+                                                         cublas.run({x, Major::k}, {w, Major::k}, y);
+                                                         cublas.run({y, Major::k}, {w, Major::mn}, grad_x);
+                                                         cublas.run({y, Major::mn}, {x, Major::mn}, grad_w);
+                                                       }},
+                                                      stream, 3, 1, 5);
   const double gib = double(1 << 30);
   return {t,
           h,
@@ -105,12 +104,14 @@ void lm_head_training_benchmark(std::ostream& json) {
   rows.push_back(measure(8192, 2048, 128256, false, 30.0f, cublas, stream));
 
   std::printf(
-      "\nLM head + cross-entropy, forward + backward (bf16, mean; options where the shape says): coda's two ops against coda's three "
+      "\nLM head + cross-entropy, forward + backward (bf16, mean; options where the shape says): coda's two ops "
+      "against coda's three "
       "plain GEMMs of the same shapes (X W^T, dY W, dY^T X; what the fused ops replace, without the logits) and "
       "cuBLAS's; TF/s counts 6 T V H. Extra memory: both workspaces and lse (coda allocates nothing else; inputs, "
       "loss and gradients not counted). +norm: after the final RMSNorm (its rstd as the row scale, the <dZ, Z> "
-      "partials for its backward); +softcap: soft-capping at 30. torch.compile at T=8192 H=2048 V=128256: 20.1 ms, 2.5 GiB (H200, "
-      "docs/performance.md)\n");
+      "partials for its backward); +softcap: soft-capping at 30. torch.compile at T=8192 H=2048 V=128256: 20.1 ms, 2.5 "
+      "GiB (an H200, "
+      "not this run: docs/performance.md)\n");
   std::printf("%-32s %9s %9s %9s %9s %7s %9s %8s %9s %6s\n", "shape", "fwd+bwd", "forward", "backward", "3 GEMMs",
               "fused/", "cuBLAS", "TF/s", "extra", "chunk");
   std::printf("%-32s %9s %9s %9s %9s %7s %9s %8s %9s %6s\n", "", "ms", "ms", "ms", "ms (coda)", "GEMMs", "3 ms",

@@ -8,6 +8,7 @@
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/rope.hpp"
 #include "coda/ops/swiglu.hpp"
+#include "ops/op_checks.hpp"
 
 namespace coda::capi {
 namespace {
@@ -140,8 +141,12 @@ coda_status coda_cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab
   constexpr const char* kFunction = "coda_cross_entropy_backward_workspace_bytes";
   if (bytes != nullptr) *bytes = 0;
   return c_call(kFunction, [&] {
-    coda::ArgumentCheck(kFunction).not_null("bytes", bytes).throw_if_error();
-    *bytes = coda::ops::cross_entropy_backward_workspace_bytes(m, vocab, k, {.row_dots = {}, .chunk_columns = chunk_columns});
+    coda::ArgumentCheck check(kFunction);
+    check.not_null("bytes", bytes);
+    coda::ops::check_chunk_columns(check, "chunk_columns", chunk_columns);  // its C name
+    check.throw_if_error();
+    *bytes = coda::ops::cross_entropy_backward_workspace_bytes(m, vocab, k,
+                                                               {.row_dots = {}, .chunk_columns = chunk_columns});
   });
 }
 
@@ -161,6 +166,11 @@ coda_status coda_gemm_cross_entropy_backward(const coda_tensor* x, const coda_te
     o.row_scale = v.optional_vector("row_scale", row_scale);
     const coda::ops::CrossEntropyBackwardOptions backward{.row_dots = v.optional_tile("row_dots", row_dots),
                                                           .chunk_columns = chunk_columns};
+    // The rules of the two arguments C passes on their own (C++ nests them in `backward`), by their C names.
+    coda::ops::check_chunk_columns(v.check, "chunk_columns", chunk_columns);
+    if (backward.row_dots.data && !v.check.failed())
+      coda::ops::check_partials(v.check, "row_dots", backward.row_dots, xv.rows(), coda::ops::parts_along(wv.rows()),
+                                "one row per row of x", "one per 128 columns of the vocabulary: ceil(V / 128)");
     v.check.throw_if_error();
     coda::ops::gemm_cross_entropy_backward(xv, wv, tv, lv, gv, dxv, dwv, workspace, workspace_bytes,
                                            stream_of(stream), o, backward);

@@ -4,6 +4,8 @@
 // RunningSum as its epilogue (an f32 sum in the workspace; the last chunk writes dX).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 
 #include "coda/epilogue/host_arguments.hpp"
 #include "coda/epilogue/launch.cuh"
@@ -26,9 +28,9 @@ constexpr int64_t kSegmentAlign = 256;
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
 // The workspace, in bytes: the per-row factors of the gradient, the chunk of dZ and (with more than
-// one chunk) the running sum of dX.
+// one chunk) the running sum of dX, its rows padded to 16 bytes (TMA stores it: any K works).
 struct Layout {
-  int64_t chunk, chunks, row_factors, grad_logits, sum, bytes;
+  int64_t chunk, chunks, row_factors, grad_logits, sum, sum_ld, bytes;
   Layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns) {
     chunk = std::min(chunk_columns > 0 ? chunk_columns : cross_entropy_backward_chunk_columns(m, vocab, k),
                      round_up(vocab, kChunkAlign));
@@ -36,7 +38,8 @@ struct Layout {
     row_factors = 0;
     grad_logits = round_up(row_factors + m * epilogue::kRowFactors * 4, kSegmentAlign);
     sum = round_up(grad_logits + m * chunk * 2, kSegmentAlign);
-    bytes = sum + (chunks > 1 ? m * k * 4 : 0);
+    sum_ld = round_up(k, 4);
+    bytes = sum + (chunks > 1 ? m * sum_ld * 4 : 0);
   }
 };
 
@@ -79,14 +82,15 @@ TensorView rows_of(const TensorView& t, int64_t first, int64_t count) {
                             t.cols(), t.ld());
 }
 
-// dX (+)= dz w_chunk for one chunk, in row blocks whose f32 sum a Table's 32-bit index reaches.
-void accumulate_grad_x(const TensorView& dz, const TensorView& w_chunk, float* sum, bool first, bool last,
-                       const TensorView& grad_x, cudaStream_t stream) {
+// dX (+)= dz w_chunk for one chunk, in row blocks whose f32 sum (rows sum_ld apart) a Table's
+// 32-bit index reaches.
+void accumulate_grad_x(const TensorView& dz, const TensorView& w_chunk, float* sum, int64_t sum_ld, bool first,
+                       bool last, const TensorView& grad_x, cudaStream_t stream) {
   const int64_t m = dz.rows(), k = w_chunk.cols();
-  const int64_t block = std::max<int64_t>(kChunkAlign, (int64_t(INT32_MAX) / k) / kChunkAlign * kChunkAlign);
+  const int64_t block = std::max<int64_t>(kChunkAlign, (int64_t(INT32_MAX) / sum_ld) / kChunkAlign * kChunkAlign);
   for (int64_t r = 0; r < m; r += block) {
     const int64_t rows = std::min(block, m - r);
-    const TensorView sum_rows = TensorView::matrix(sum + r * k, DType::f32, rows, k);
+    const TensorView sum_rows = TensorView::matrix(sum + r * sum_ld, DType::f32, rows, k, sum_ld);
     epilogue::RunningSum program;
     if (!first) program.sum_in = epilogue::table(sum_rows, "workspace");
     if (last) program.out = epilogue::tile_out(rows_of(grad_x, r, rows), "grad_x");
@@ -111,7 +115,7 @@ std::size_t cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int
                                                    const CrossEntropyBackwardOptions& backward) {
   ArgumentCheck check("coda::ops::cross_entropy_backward_workspace_bytes");
   check.positive("m", m, "M").positive("vocab", vocab, "the vocabulary").positive("k", k, "K");
-  check_chunk_columns(check, backward.chunk_columns);
+  check_chunk_columns(check, "backward.chunk_columns", backward.chunk_columns);
   check.throw_if_error();
   return std::size_t(Layout(m, vocab, k, backward.chunk_columns).bytes);
 }
@@ -128,19 +132,23 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
     check_vector(check, "targets", targets, g.m, {DType::i32});
     check_vector(check, "lse", lse, g.m, {DType::f32});
     check_vector(check, "grad_loss", grad_loss, options.reduction == LossReduction::none ? g.m : 1, {DType::f32});
-    check_output(check, "grad_x", grad_x, g.m, k, grad_x.dtype == DType::f32 ? DType::f32 : x.dtype);
-    check_output(check, "grad_w", grad_w, g.n, k, grad_w.dtype == DType::f32 ? DType::f32 : x.dtype,
-                 "one row per row of w");
+    for (const auto& [name, grad] : {std::pair{"grad_x", grad_x}, std::pair{"grad_w", grad_w}})
+      check.require(grad.dtype == x.dtype || grad.dtype == DType::f32, name, "dtype ", coda::name(grad.dtype),
+                    " must be x's (", coda::name(x.dtype), ") or f32");
+    check_output(check, "grad_x", grad_x, g.m, k, grad_x.dtype);
+    check_output(check, "grad_w", grad_w, g.n, k, grad_w.dtype, "one row per row of w");
     check_cross_entropy_options(check, options, g.m);
     check.require(options.logits.data == nullptr, "options.logits",
                   "is set, but the backward stores no logits (it recomputes them chunk by chunk)");
     if (backward.row_dots.data)
       check_partials(check, "backward.row_dots", backward.row_dots, g.m, parts_along(g.n), "one row per row of x",
                      "one per 128 columns of the vocabulary: row_partial_count(V)");
-    check_chunk_columns(check, backward.chunk_columns);
+    check_chunk_columns(check, "backward.chunk_columns", backward.chunk_columns);
     const Layout layout(g.m, g.n, k, backward.chunk_columns);
     check_workspace(check, workspace, workspace_bytes, std::size_t(layout.bytes),
                     "coda::ops::cross_entropy_backward_workspace_bytes");
+    check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "workspace",
+                  "must be 16-byte aligned (the chunks of dZ and the sum of dX are written by TMA)");
     check.throw_if_error();
 
     // The first chunk's plan before anything runs: it checks the device.
@@ -173,13 +181,13 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
       program.first_column = int32_t(first);
       program.grad_logits = epilogue::tile_out(dz, "workspace");
       if (backward.row_dots.data)
-        program.row_dots = epilogue::row_partials(
-            TensorView::matrix(static_cast<float*>(backward.row_dots.data) + first / kChunkAlign, DType::f32, g.m,
-                               parts_along(cols), backward.row_dots.ld()),
-            "backward.row_dots");
+        program.row_dots =
+            epilogue::row_partials(TensorView::matrix(static_cast<float*>(backward.row_dots.data) + first / kChunkAlign,
+                                                      DType::f32, g.m, parts_along(cols), backward.row_dots.ld()),
+                                   "backward.row_dots");
       epilogue::launch_program(c == 0 ? first_plan : plan_chunk(w_chunk), program, stream);
       gemm({dz, Major::mn}, {x, Major::mn}, rows_of(grad_w, first, cols), stream);  // dW[chunk] = dZ^T x
-      accumulate_grad_x(dz, w_chunk, sum, c == 0, c == layout.chunks - 1, grad_x, stream);
+      accumulate_grad_x(dz, w_chunk, sum, layout.sum_ld, c == 0, c == layout.chunks - 1, grad_x, stream);
     }
   });
 }

@@ -125,8 +125,8 @@ void check_cross_entropy_options(ArgumentCheck& check, const CrossEntropyOptions
   if (options.row_scale.data) check_vector(check, "options.row_scale", options.row_scale, m, {DType::f32});
 }
 
-void check_chunk_columns(ArgumentCheck& check, int64_t chunk_columns) {
-  check.require(chunk_columns >= 0 && chunk_columns % 128 == 0, "backward.chunk_columns", "is ", chunk_columns,
+void check_chunk_columns(ArgumentCheck& check, const char* argument, int64_t chunk_columns) {
+  check.require(chunk_columns >= 0 && chunk_columns % 128 == 0, argument, "is ", chunk_columns,
                 " but must be 0 (chosen) or a positive multiple of 128");
 }
 

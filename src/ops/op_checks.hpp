@@ -65,8 +65,9 @@ void check_workspace(ArgumentCheck& check, const void* workspace, std::size_t by
 /// soft-cap, the row scale of M rows).
 void check_cross_entropy_options(ArgumentCheck& check, const CrossEntropyOptions& options, int64_t m);
 
-/// The backward's chunk width: 0 (chosen) or a positive multiple of 128.
-void check_chunk_columns(ArgumentCheck& check, int64_t chunk_columns);
+/// The cross-entropy backward's chunk width (`argument`: its name where it is given): 0 (chosen) or
+/// a positive multiple of 128.
+void check_chunk_columns(ArgumentCheck& check, const char* argument, int64_t chunk_columns);
 
 /// A vector of `length` elements of one of `types`.
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,

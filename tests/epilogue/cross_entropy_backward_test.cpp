@@ -21,7 +21,7 @@ namespace {
 
 using reference::LossReduction;
 
-// What the row factors' unused slots hold: a program that reads one gets NaN.
+// The row factors' table before they are written: a slot left unwritten reads NaN.
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
 struct BackwardCase {
@@ -70,9 +70,7 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
       for (int64_t r = 0; r < shape.rows; ++r) {
         const std::size_t i = std::size_t(r);
         const float go = float(o.reduction == LossReduction::none ? grad_output.back()[i] : grad_output.back()[0]);
-        const float g = t[i] == o.ignore_index               ? 0.0f
-                        : o.reduction == LossReduction::mean ? go / float(valid)
-                                                             : go;
+        const float g = t[i] == o.ignore_index ? 0.0f : o.reduction == LossReduction::mean ? go / float(valid) : go;
         epilogue::write_row_factors(f.data() + i * epilogue::kRowFactors, float(l[i]), g, float(o.z_loss),
                                     float(o.label_smoothing), shape.cols);
       }
@@ -81,8 +79,7 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
     HostTensor grad_logits = poisoned_output(c.out, shape.rows, shape.cols, shape.batch);
     PartialsBuffer row_dots(shape.rows, parts_n, shape.batch);
 
-    epilogue::CrossEntropyBackward program{.targets = column_vector(target_column),
-                                           .softcap = float(o.softcap)};
+    epilogue::CrossEntropyBackward program{.targets = column_vector(target_column), .softcap = float(o.softcap)};
     if (c.row_scale) program.row_scale = column_vector(rstd);
     // One launch per chunk of columns, as the op runs it: the chunk's accumulators, its first
     // column, and its slice of the outputs.
@@ -107,9 +104,8 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
         chunk_acc.push_back(m);
       }
       for (int64_t b = 0; b < shape.batch; ++b) {  // a table has no batch dimension: one per batch
-        program.row_factors = {.data = factors[std::size_t(b)].data(),
-                               .ld = epilogue::kRowFactors,
-                               .rows = int32_t(shape.rows)};
+        program.row_factors = {
+            .data = factors[std::size_t(b)].data(), .ld = epilogue::kRowFactors, .rows = int32_t(shape.rows)};
         reference::run_epilogue(program, chunk_acc[std::size_t(b)], int32_t(b), part());
       }
     }
@@ -128,13 +124,15 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
                                 return c.row_scale ? reference::row_scale(g, column_vector_values(rstd, b)) : g;
                               }),
                     1.0, c.tolerance);
-      for (double v : grad_logits.matrix(0).data) ASSERT_TRUE(std::isfinite(v));
+      for (int64_t b = 0; b < shape.batch; ++b)
+        for (double v : grad_logits.matrix(b).data) ASSERT_TRUE(std::isfinite(v)) << "batch " << b;
     }
     if (c.row_dots) {
       SCOPED_TRACE("row partials of <dZ, Z>");
-      expect_partials(row_dots,
-                      per_batch(acc, [&](const reference::Matrix&, int64_t b) { return want[std::size_t(b)].row_partials; }),
-                      c.tolerance);
+      expect_partials(
+          row_dots,
+          per_batch(acc, [&](const reference::Matrix&, int64_t b) { return want[std::size_t(b)].row_partials; }),
+          c.tolerance);
     } else {
       row_dots.expect_gaps_untouched();
     }
@@ -165,7 +163,10 @@ TEST_P(EpilogueCrossEntropyBackward, ChunksOfTheVocabulary) {
 }
 
 TEST_P(EpilogueCrossEntropyBackward, EveryOption) {
-  check({.options = {.ignore_index = 3, .label_smoothing = 0.05, .z_loss = 1e-4, .softcap = 5.0,
+  check({.options = {.ignore_index = 3,
+                     .label_smoothing = 0.05,
+                     .z_loss = 1e-4,
+                     .softcap = 5.0,
                      .reduction = LossReduction::none},
          .row_scale = true,
          .row_dots = true,
@@ -175,9 +176,7 @@ TEST_P(EpilogueCrossEntropyBackward, EveryOption) {
 
 // Logits near +-1e4 without soft-capping: finite gradients everywhere. fp32 holds such a logit to
 // 1e-3, so p = exp(Y - lse) is known to 1e-3 relative (the reference reads the same fp32 logits).
-TEST_P(EpilogueCrossEntropyBackward, ExtremeLogitsStayFinite) {
-  check({.logit_scale = 3000.0, .tolerance = 2e-3});
-}
+TEST_P(EpilogueCrossEntropyBackward, ExtremeLogitsStayFinite) { check({.logit_scale = 3000.0, .tolerance = 2e-3}); }
 
 // RunningSum over three chunks: the first writes the f32 sum, the second adds to it in place, the
 // third adds and writes the result in bf16; the sum is formed in fp32 in chunk order.
@@ -187,9 +186,8 @@ TEST(EpilogueRunningSum, SumsChunksInOrderInPlace) {
   for (int c = 0; c < 3; ++c) chunks.push_back(random_accumulators(shape));
   HostTensor sum = poisoned_output(DType::f32, shape.rows, shape.cols);
   HostTensor out = poisoned_output(DType::bf16, shape.rows, shape.cols);
-  const epilogue::Table sum_table{.data = static_cast<const float*>(sum.view.data),
-                                  .ld = int32_t(sum.view.ld()),
-                                  .rows = int32_t(shape.rows)};
+  const epilogue::Table sum_table{
+      .data = static_cast<const float*>(sum.view.data), .ld = int32_t(sum.view.ld()), .rows = int32_t(shape.rows)};
   const epilogue::TileOutOf<DType::f32> sum_out{tile_out(sum)};
   const reference::PartShape part{64, 128};
   run_batches(epilogue::RunningSum{.sum_out = sum_out}, chunks[0], part);

@@ -55,7 +55,10 @@ TEST(CrossEntropyBackwardValidation, TensorRules) {
   EXPECT_THAT(a.error(), HasSubstr("argument 'grad_x'"));
   a = {};
   a.grad_x = tile(kM, kK, DType::f16);  // x's type or f32
-  EXPECT_THAT(a.error(), HasSubstr("argument 'grad_x': dtype f16 must be bf16"));
+  EXPECT_THAT(a.error(), HasSubstr("argument 'grad_x': dtype f16 must be x's (bf16) or f32"));
+  a = {};
+  a.grad_w = tile(kV, kK, DType::f16);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'grad_w': dtype f16 must be x's (bf16) or f32"));
   a = {};
   a.grad_w = tile(kV - 1, kK);
   EXPECT_THAT(a.error(), HasSubstr("argument 'grad_w'"));
@@ -84,6 +87,11 @@ TEST(CrossEntropyBackwardValidation, OptionRules) {
   a = {};
   a.bytes -= 4;
   EXPECT_THAT(a.error(), HasSubstr("argument 'workspace': holds"));
+  a = {};
+  EXPECT_THAT(ops::try_gemm_cross_entropy_backward(a.x, a.w, a.targets, a.lse, a.grad_loss, a.grad_x, a.grad_w,
+                                                   memory + 8, a.bytes)
+                  .message(),
+              HasSubstr("argument 'workspace': must be 16-byte aligned"));
 }
 
 TEST(CrossEntropyBackwardValidation, ValidArgumentsReachTheDeviceCheck) {
@@ -108,8 +116,10 @@ TEST(CrossEntropyBackwardValidation, ChunkWidthAndWorkspace) {
   EXPECT_LT(ops::cross_entropy_backward_workspace_bytes(64, 1000, 32), std::size_t(64 * 1024 * 2 + 4096));
   // Many tokens: never below 1024 columns.
   EXPECT_EQ(ops::cross_entropy_backward_chunk_columns(int64_t(1) << 20, 128256, 4096), 1024);
-  // More chunks: the running sum joins the workspace.
+  // More chunks: the running sum joins the workspace, its rows padded to 16 bytes (K = 30: 32 floats).
   EXPECT_GE(ops::cross_entropy_backward_workspace_bytes(64, 1000, 32, {.row_dots = {}, .chunk_columns = 256}),
+            std::size_t(64 * 256 * 2 + 64 * 32 * 4));
+  EXPECT_GE(ops::cross_entropy_backward_workspace_bytes(64, 1000, 30, {.row_dots = {}, .chunk_columns = 256}),
             std::size_t(64 * 256 * 2 + 64 * 32 * 4));
   EXPECT_THROW((void)ops::cross_entropy_backward_workspace_bytes(0, 1000, 32), InvalidArgument);
   EXPECT_THROW((void)ops::cross_entropy_backward_workspace_bytes(64, 1000, 32, {.row_dots = {}, .chunk_columns = -128}),
@@ -147,7 +157,14 @@ TEST(CrossEntropyBackwardValidation, CAbi) {
   EXPECT_EQ(coda_gemm_cross_entropy_backward(&x, &w, &targets, &lse, &grad_loss, &grad_x, &grad_w, nullptr, nullptr,
                                              nullptr, 200, memory, bytes, nullptr),
             CODA_INVALID_ARGUMENT);
-  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'backward.chunk_columns'"));
+  EXPECT_THAT(coda_last_error(), HasSubstr("coda_gemm_cross_entropy_backward: argument 'chunk_columns'"));
+  coda_tensor row_dots = {memory, CODA_F32, 2, {kM, 7}, {8, 1}};  // ceil(1000 / 128) = 8 partials a row
+  EXPECT_EQ(coda_gemm_cross_entropy_backward(&x, &w, &targets, &lse, &grad_loss, &grad_x, &grad_w, nullptr, nullptr,
+                                             &row_dots, 0, memory, bytes, nullptr),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("coda_gemm_cross_entropy_backward: argument 'row_dots'"));
+  EXPECT_EQ(coda_cross_entropy_backward_workspace_bytes(kM, kV, kK, 100, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'chunk_columns'"));
 }
 
 }  // namespace

@@ -129,10 +129,11 @@ void cross_entropy_program(SectionChecks& t) {
   // The backward program over two chunks of the vocabulary (as gemm_cross_entropy_backward launches
   // it), from the saved lse and the per-row factors of the mean's gradient 1 / (non-ignored rows).
   HostArray factors(DType::f32, kRows, epilogue::kRowFactors), grad(DType::bf16, kRows, vocab);
-  for (int64_t m = 0; m < kRows; ++m)
+  for (int64_t m = 0; m < kRows; ++m) {
+    const float g = targets[std::size_t(m)] == options.ignore_index ? 0.0f : 1.0f / float(direct.valid_rows);
     epilogue::write_row_factors(factors.partials().data + m * epilogue::kRowFactors, float(direct.lse[std::size_t(m)]),
-                                targets[std::size_t(m)] == options.ignore_index ? 0.0f : 1.0f / float(direct.valid_rows),
-                                float(options.z_loss), float(options.label_smoothing), vocab);
+                                g, float(options.z_loss), float(options.label_smoothing), vocab);
+  }
   const int64_t chunk = 512;
   for (int64_t first = 0; first < vocab; first += chunk) {
     const int64_t cols = std::min(chunk, vocab - first);

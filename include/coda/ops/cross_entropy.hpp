@@ -23,7 +23,9 @@
 // their gradient dZ as the epilogue (stored in the workspace, M x chunk), dW[chunk] = dZ^T x
 // (written once, no accumulator), and dX += dZ W[chunk] (an f32 running sum in the workspace,
 // in a fixed chunk order: the same bits run after run, no atomics). The work is four GEMMs of the
-// forward's size with the forward; the workspace is M x chunk 16-bit values plus M x K floats.
+// forward's size with the forward; the workspace holds 4 floats a row, M x chunk 16-bit values and,
+// with more than one chunk, the M x K f32 sum. options.gemm applies to the logits GEMM; the dW and
+// dX GEMMs run with the defaults.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -75,9 +77,10 @@ struct CrossEntropyBackwardOptions {
   int64_t chunk_columns = 0;
 };
 
-/// The chunk width the backward picks for M rows, a vocabulary of V and K columns of x: a
-/// workspace of about 192 MiB (M x chunk 16-bit values plus the M x K f32 running sum of dX), at
-/// least 1024 columns, at most V rounded up to 128.
+/// The chunk width the backward picks for M rows, a vocabulary of V and K columns of x: what fits a
+/// workspace of 192 MiB beside the M x K f32 running sum of dX (M x chunk 16-bit values), but at
+/// least 1024 columns (so the workspace grows past 192 MiB where M x K x 4 bytes nears it) and at
+/// most V rounded up to 128 (one chunk: no running sum).
 CODA_API int64_t cross_entropy_backward_chunk_columns(int64_t m, int64_t vocab, int64_t k);
 
 /// Bytes of the workspace gemm_cross_entropy_backward needs (M, vocab, k >= 1); any contents.

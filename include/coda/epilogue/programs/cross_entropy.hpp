@@ -73,7 +73,8 @@ struct CrossEntropyBackward {
   Table row_factors{};       // f32, M x kRowFactors (one batch; the op's row_factors kernel)
   ColumnVector row_scale{};  // optional: Z = rstd[m] * (X W^T), and dZ stored times rstd
   TileOut grad_logits{};     // dZ (times row_scale), M x (this launch's columns)
-  Partials row_dots{};       // optional: M x parts, <dZ, Z> over the part (before row_scale)
+  Partials row_dots{};       // optional: M x parts, <dZ, Z> over the part (Z after the row scale,
+                             // dZ before the stored rstd factor)
   float softcap = 0.0f;      // > 0: soft-capping on
   int32_t first_column = 0;  // the vocabulary column of this launch's column 0 (a chunk of V)
 
