@@ -65,11 +65,11 @@ struct Workspace {
 
 Workspace layout(const Sizes& s, int64_t t, void* base) {
   Workspace w{};
-  detail::Carve forward(base);
+  ops::Carve forward(base);
   w.weighted = forward.matrix(s.dtype, t, s.hidden);
   w.sum_squares_bytes = ops::residual_rmsnorm_workspace_bytes(t, s.hidden);
   w.sum_squares = forward.take(w.sum_squares_bytes);
-  detail::Carve backward(base);
+  ops::Carve backward(base);
   w.grad_z_scaled = backward.matrix(s.dtype, t, s.n2);
   w.row_dots = backward.matrix(DType::f32, t, epilogue::parts_along(s.n2));
   w.norm = detail::carve_norm_backward(backward, t, s.n2, s.hidden);

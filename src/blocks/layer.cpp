@@ -118,12 +118,12 @@ struct Workspace {
 
 Workspace layout(const Sizes& s, int64_t t, void* base) {
   Workspace w{};
-  detail::Carve forward(base);
+  ops::Carve forward(base);
   w.weighted = forward.matrix(s.dtype, t, s.hidden);
   w.sum_squares_bytes = ops::residual_rmsnorm_workspace_bytes(t, s.hidden);
   w.sum_squares = forward.take(w.sum_squares_bytes);
 
-  detail::Carve backward(base);
+  ops::Carve backward(base);
   const std::size_t gradient_region = backward.used();
   w.grad_z2 = backward.matrix(s.dtype, t, s.qkv);
   const std::size_t after_grad_z2 = backward.used();

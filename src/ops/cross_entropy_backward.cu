@@ -13,6 +13,7 @@
 #include "coda/epilogue/programs/running_sum.hpp"
 #include "coda/ops/cross_entropy.hpp"
 #include "op_checks.hpp"
+#include "workspace_carve.hpp"
 
 namespace coda::ops {
 namespace {
@@ -23,25 +24,33 @@ constexpr int64_t kChunkAlign = 128;  // a part's width: each chunk's row_dots s
 // columns, 16 chunks at V = 128256) beside the 64 MiB running sum of dX.
 constexpr int64_t kWorkspaceTarget = int64_t(192) << 20;
 constexpr int64_t kMinChunk = 1024;  // below this the dX GEMM's K (the chunk) gets too short to run at speed
-constexpr int64_t kSegmentAlign = 256;
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-// The workspace, in bytes: the per-row factors of the gradient, the chunk of dZ and (with more than
-// one chunk) the running sum of dX, its rows padded to 16 bytes (TMA stores it: any K works).
-struct Layout {
-  int64_t chunk, chunks, row_factors, grad_logits, sum, sum_ld, bytes;
-  Layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns) {
-    chunk = std::min(chunk_columns > 0 ? chunk_columns : cross_entropy_backward_chunk_columns(m, vocab, k),
-                     round_up(vocab, kChunkAlign));
-    chunks = (vocab + chunk - 1) / chunk;
-    row_factors = 0;
-    grad_logits = round_up(row_factors + m * epilogue::kRowFactors * 4, kSegmentAlign);
-    sum = round_up(grad_logits + m * chunk * 2, kSegmentAlign);
-    sum_ld = round_up(k, 4);
-    bytes = sum + (chunks > 1 ? m * sum_ld * 4 : 0);
-  }
+// The workspace: the per-row factors of the gradient, the chunk of dZ and (with more than one chunk)
+// the running sum of dX, its rows padded to 16 bytes (TMA stores it: any K works). No base: only
+// the sizes and `bytes`.
+struct Workspace {
+  int64_t chunk, chunks, sum_ld;
+  float* row_factors;
+  void* grad_logits;
+  float* sum;
+  std::size_t bytes;
 };
+
+Workspace layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns, void* base) {
+  Workspace w{};
+  w.chunk = std::min(chunk_columns > 0 ? chunk_columns : cross_entropy_backward_chunk_columns(m, vocab, k),
+                     round_up(vocab, kChunkAlign));
+  w.chunks = (vocab + w.chunk - 1) / w.chunk;
+  w.sum_ld = round_up(k, 4);
+  Carve carve(base);
+  w.row_factors = static_cast<float*>(carve.take(std::size_t(m * epilogue::kRowFactors) * 4));
+  w.grad_logits = carve.take(std::size_t(m * w.chunk) * 2);
+  if (w.chunks > 1) w.sum = static_cast<float*>(carve.take(std::size_t(m * w.sum_ld) * 4));
+  w.bytes = carve.used();
+  return w;
+}
 
 struct RowFactorOptions {
   int32_t ignore_index;
@@ -78,8 +87,7 @@ __global__ void row_factors(const int32_t* targets, const float* lse, const floa
 }
 
 TensorView rows_of(const TensorView& t, int64_t first, int64_t count) {
-  return TensorView::matrix(static_cast<char*>(t.data) + first * t.ld() * int64_t(t.element_bytes()), t.dtype, count,
-                            t.cols(), t.ld());
+  return TensorView::matrix(row_address(t, first), t.dtype, count, t.cols(), t.ld());
 }
 
 // dX (+)= dz w_chunk for one chunk, in row blocks whose f32 sum (rows sum_ld apart) a Table's
@@ -117,7 +125,7 @@ std::size_t cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int
   check.positive("m", m, "M").positive("vocab", vocab, "the vocabulary").positive("k", k, "K");
   check_chunk_columns(check, "backward.chunk_columns", backward.chunk_columns);
   check.throw_if_error();
-  return std::size_t(Layout(m, vocab, k, backward.chunk_columns).bytes);
+  return layout(m, vocab, k, backward.chunk_columns, nullptr).bytes;
 }
 
 void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const TensorView& targets,
@@ -144,8 +152,8 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
       check_partials(check, "backward.row_dots", backward.row_dots, g.m, parts_along(g.n), "one row per row of x",
                      "one per 128 columns of the vocabulary: row_partial_count(V)");
     check_chunk_columns(check, "backward.chunk_columns", backward.chunk_columns);
-    const Layout layout(g.m, g.n, k, backward.chunk_columns);
-    check_workspace(check, workspace, workspace_bytes, std::size_t(layout.bytes),
+    const Workspace ws = layout(g.m, g.n, k, backward.chunk_columns, workspace);
+    check_workspace(check, workspace, workspace_bytes, ws.bytes,
                     "coda::ops::cross_entropy_backward_workspace_bytes");
     check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "workspace",
                   "must be 16-byte aligned (the chunks of dZ and the sum of dX are written by TMA)");
@@ -156,28 +164,25 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
       return epilogue::plan_program<epilogue::CrossEntropyBackward>({x, Major::k}, {w_chunk, Major::k}, options.gemm,
                                                                     kFunction);
     };
-    const epilogue::ProgramPlan first_plan = plan_chunk(rows_of(w, 0, std::min(layout.chunk, g.n)));
+    const epilogue::ProgramPlan first_plan = plan_chunk(rows_of(w, 0, std::min(ws.chunk, g.n)));
 
-    char* ws = static_cast<char*>(workspace);
-    float* factors = reinterpret_cast<float*>(ws + layout.row_factors);
-    float* sum = reinterpret_cast<float*>(ws + layout.sum);
     const RowFactorOptions factor_options{options.ignore_index, options.z_loss, options.label_smoothing, g.n,
                                           options.reduction};
     row_factors<<<1, 1024, 0, stream>>>(static_cast<const int32_t*>(targets.data), static_cast<const float*>(lse.data),
-                                        static_cast<const float*>(grad_loss.data), g.m, factor_options, factors);
+                                        static_cast<const float*>(grad_loss.data), g.m, factor_options, ws.row_factors);
     CODA_CUDA_CHECK(cudaGetLastError());
 
     epilogue::CrossEntropyBackward program;
     program.targets = epilogue::column_vector(targets, "targets");
     program.row_factors =
-        epilogue::table(TensorView::matrix(factors, DType::f32, g.m, epilogue::kRowFactors), "workspace");
+        epilogue::table(TensorView::matrix(ws.row_factors, DType::f32, g.m, epilogue::kRowFactors), "workspace");
     if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
     program.softcap = options.softcap;
 
-    for (int64_t c = 0; c < layout.chunks; ++c) {
-      const int64_t first = c * layout.chunk, cols = std::min(layout.chunk, g.n - first);
+    for (int64_t c = 0; c < ws.chunks; ++c) {
+      const int64_t first = c * ws.chunk, cols = std::min(ws.chunk, g.n - first);
       const TensorView w_chunk = rows_of(w, first, cols);
-      const TensorView dz = TensorView::matrix(ws + layout.grad_logits, x.dtype, g.m, cols, layout.chunk);
+      const TensorView dz = TensorView::matrix(ws.grad_logits, x.dtype, g.m, cols, ws.chunk);
       program.first_column = int32_t(first);
       program.grad_logits = epilogue::tile_out(dz, "workspace");
       if (backward.row_dots.data)
@@ -187,7 +192,7 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
                                    "backward.row_dots");
       epilogue::launch_program(c == 0 ? first_plan : plan_chunk(w_chunk), program, stream);
       gemm({dz, Major::mn}, {x, Major::mn}, rows_of(grad_w, first, cols), stream);  // dW[chunk] = dZ^T x
-      accumulate_grad_x(dz, w_chunk, sum, layout.sum_ld, c == 0, c == layout.chunks - 1, grad_x, stream);
+      accumulate_grad_x(dz, w_chunk, ws.sum, ws.sum_ld, c == 0, c == ws.chunks - 1, grad_x, stream);
     }
   });
 }

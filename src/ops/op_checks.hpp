@@ -75,8 +75,8 @@ void check_vector(ArgumentCheck& check, const char* argument, const TensorView& 
 
 using epilogue::parts_along;
 
-/// Row `r` of a host matrix (the weight-preparation helpers copy whole rows).
-inline char* host_row(const TensorView& t, int64_t r) {
+/// The address of row `r` of a matrix, host or device (pointer arithmetic only).
+inline char* row_address(const TensorView& t, int64_t r) {
   return static_cast<char*>(t.data) + r * t.ld() * int64_t(t.element_bytes());
 }
 

@@ -71,7 +71,7 @@ void permute_rotate_half_to_interleaved(const TensorView& w, int head_dim, int r
     const int64_t head = r / head_dim, i = r % head_dim;
     // Interleaved row 2j holds rotate-half row j, row 2j + 1 holds row j + d/2.
     const int64_t source = head < rotated_heads ? head * head_dim + (i % 2 == 0 ? i / 2 : half + i / 2) : r;
-    std::memcpy(host_row(out, r), host_row(w, source), row_bytes);
+    std::memcpy(row_address(out, r), row_address(w, source), row_bytes);
   }
 }
 

@@ -62,8 +62,8 @@ void interleave_gate_up(const TensorView& gate, const TensorView& up, const Tens
   check.throw_if_error();
   const std::size_t row_bytes = std::size_t(gate.cols()) * gate.element_bytes();
   for (int64_t r = 0; r < gate.rows(); ++r) {
-    std::memcpy(host_row(out, 2 * r), host_row(gate, r), row_bytes);
-    std::memcpy(host_row(out, 2 * r + 1), host_row(up, r), row_bytes);
+    std::memcpy(row_address(out, 2 * r), row_address(gate, r), row_bytes);
+    std::memcpy(row_address(out, 2 * r + 1), row_address(up, r), row_bytes);
   }
 }
 
