@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "blocks/block_checks.hpp"
+#include "blocks/norm_backward.hpp"
 #include "blocks/workspace.hpp"
 #include "coda/epilogue/parts.hpp"
 #include "coda/gemm.hpp"
@@ -142,11 +143,8 @@ void gemm_rmsnorm_gemm_backward(const NormPairWeights& weights, const TensorView
     // rstd dz and the partials of <dz, z>; dh = grad_h + the norm's backward (rstd dz W2); dW2 and dg
     // from (rstd dz)^T h; dx = dh W1, dW1 = dh^T x.
     ops::row_scale_backward(grad_z, z, saved.rstd, w.grad_z_scaled, w.row_dots, stream);
-    ops::gemm_residual_rmsnorm_backward(w.grad_z_scaled, weights.w2, saved.h, weights.norm, saved.rstd, w.row_dots,
-                                        grads.residual, w.norm.correction, w.norm.correction_bytes, stream,
-                                        {.grad_residual = grad_h, .grad_output_scaled = true, .gemm = {}});
-    ops::gemm_rmsnorm_weight_gradients(w.grad_z_scaled, saved.h, weights.w2, weights.norm, grads.w2, grads.norm,
-                                       w.norm.weight_partials, w.norm.weight_partials_bytes, stream);
+    detail::norm_backward(w.grad_z_scaled, weights.w2, saved.h, weights.norm, saved.rstd, w.row_dots, grad_h,
+                          grads.residual, grads.w2, grads.norm, w.norm, stream);
     gemm({grads.residual, Major::k}, {weights.w1, Major::mn}, grads.x, stream);
     gemm({grads.residual, Major::mn}, {x, Major::mn}, grads.w1, stream);
   });

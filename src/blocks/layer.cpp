@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "blocks/block_checks.hpp"
+#include "blocks/norm_backward.hpp"
 #include "blocks/workspace.hpp"
 #include "coda/core/validate.hpp"
 #include "coda/epilogue/parts.hpp"
@@ -211,22 +212,15 @@ void layer_backward(const LayerWeights& weights, const TensorView& attn_out, con
     ops::rope_backward(grad_qkv, positions, weights.cos, weights.sin, weights.head_dim, weights.rotated_heads,
                        w.grad_z2, stream, {.output = qkv, .row_dots = w.row_dots_qkv, .row_scale = saved.rstd2});
     // The second norm: dh2 += its backward (dZ2s Wqkv), dWqkv and dg2 from dZ2s^T h2.
-    ops::gemm_residual_rmsnorm_backward(w.grad_z2, weights.w_qkv, h2, weights.norm2, saved.rstd2, w.row_dots_qkv,
-                                        w.grad_h2, w.norm.correction, w.norm.correction_bytes, stream,
-                                        {.grad_residual = grad_h2, .grad_output_scaled = true, .gemm = {}});
-    ops::gemm_rmsnorm_weight_gradients(w.grad_z2, h2, weights.w_qkv, weights.norm2, grads.w_qkv, grads.norm2,
-                                       w.norm.weight_partials, w.norm.weight_partials_bytes, stream);
+    detail::norm_backward(w.grad_z2, weights.w_qkv, h2, weights.norm2, saved.rstd2, w.row_dots_qkv, grad_h2,
+                          w.grad_h2, grads.w_qkv, grads.norm2, w.norm, stream);
     // The MLP: dPs = rstd1 SwiGLU'(P) (dh2 Wd) with the partials of <dP, P>; dWd = dh2^T a.
     ops::gemm_swiglu_backward(w.grad_h2, weights.w_down, saved.pre_activation, w.grad_pre_activation, stream,
                               {.row_dots = w.row_dots_ffn, .row_scale = saved.rstd1, .output = {}, .gemm = {}});
     gemm({w.grad_h2, Major::mn}, {saved.activation, Major::mn}, grads.w_down, stream);
     // The first norm: dr = dh1 = dh2 + its backward (dPs Wgu); dWgu and dg1 from dPs^T h1.
-    ops::gemm_residual_rmsnorm_backward(w.grad_pre_activation, weights.w_gate_up, saved.h1, weights.norm1, saved.rstd1,
-                                        w.row_dots_ffn, grads.residual, w.norm.correction, w.norm.correction_bytes,
-                                        stream, {.grad_residual = w.grad_h2, .grad_output_scaled = true, .gemm = {}});
-    ops::gemm_rmsnorm_weight_gradients(w.grad_pre_activation, saved.h1, weights.w_gate_up, weights.norm1,
-                                       grads.w_gate_up, grads.norm1, w.norm.weight_partials,
-                                       w.norm.weight_partials_bytes, stream);
+    detail::norm_backward(w.grad_pre_activation, weights.w_gate_up, saved.h1, weights.norm1, saved.rstd1,
+                          w.row_dots_ffn, w.grad_h2, grads.residual, grads.w_gate_up, grads.norm1, w.norm, stream);
     // The output projection: d attn_out = dr Wo, dWo = dr^T attn_out.
     gemm({grads.residual, Major::k}, {weights.wo, Major::mn}, grads.attn_out, stream);
     gemm({grads.residual, Major::mn}, {attn_out, Major::mn}, grads.wo, stream);
