@@ -93,10 +93,17 @@ class Abi:
         return self.lib.coda_last_error().decode()
 
 
-def hopper_with_torch(abi):
-    """Whether the valid calls can run for real: torch with CUDA and a Hopper GPU libcoda sees."""
-    return (torch is not None and torch.cuda.is_available() and abi.device_count() > 0 and
-            torch.cuda.get_device_capability() == (9, 0))
+def start(argv, doc):
+    """The checks' common start: libcoda from argv[1] (None, after printing `doc`, without one) and
+    whether valid calls run on a GPU; with --require-gpu a missing one is a failure."""
+    if len(argv) < 2:
+        print(doc)
+        return None, False
+    abi = Abi(argv[1])  # valid calls run for real with torch's CUDA and a Hopper GPU libcoda sees
+    gpu = (torch is not None and torch.cuda.is_available() and abi.device_count() > 0 and
+           torch.cuda.get_device_capability() == (9, 0))
+    check(gpu or "--require-gpu" not in argv, "--require-gpu: no Hopper GPU with torch here")
+    return abi, gpu
 
 
 def finish():
@@ -479,16 +486,12 @@ def backward_results_on_gpu(abi):
 
 
 def main(argv):
-    if len(argv) < 2:
-        print(__doc__)
+    abi, gpu = start(argv, __doc__)
+    if abi is None:
         return 2
-    abi = Abi(argv[1])
-    require_gpu = "--require-gpu" in argv
-    gpu = hopper_with_torch(abi)
     print(f"coda {abi.version().decode()} through ctypes; torch {torch.__version__ if torch else 'not installed'}; "
           f"{'a Hopper GPU: valid calls run' if gpu else 'no Hopper GPU (or no torch): valid calls are unsupported'}",
           flush=True)
-    check(gpu or not require_gpu, "--require-gpu: no Hopper GPU with torch here")
     check(abi.status_name(INVALID_ARGUMENT) == b"invalid argument", "coda_status_name")
     every_function(abi, gpu)
     if gpu:

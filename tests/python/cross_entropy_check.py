@@ -14,8 +14,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from c_abi_check import (BF16, F32, I32, OK, Abi, CrossEntropyOptions, Memory, check, expect_refused, expect_runs,
-                         finish, hopper_with_torch, ref, relative_error, stream, torch, view)
+from c_abi_check import (BF16, F32, I32, OK, CrossEntropyOptions, Memory, check, expect_refused, expect_runs,
+                         finish, ref, relative_error, start, stream, torch, view)
 
 MEAN, SUM = 2, 1
 
@@ -88,12 +88,9 @@ def against_torch(abi, m, k, vocab, smoothing, reduction, chunk):
 
 
 def main(argv):
-    if len(argv) < 2:
-        print(__doc__)
+    abi, gpu = start(argv, __doc__)
+    if abi is None:
         return 2
-    abi = Abi(argv[1])
-    gpu = hopper_with_torch(abi)
-    check(gpu or "--require-gpu" not in argv, "--require-gpu: no Hopper GPU with torch here")
     arguments(abi, gpu)
     if gpu:
         against_torch(abi, 257, 128, 3000, 0.1, MEAN, 0)

@@ -13,8 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from c_abi_check import (BF16, F32, I32, OK, Abi, Memory, Tensor, check, expect_refused, expect_runs, finish,
-                         hopper_with_torch, ref, relative_error, stream, torch, view)
+from c_abi_check import (BF16, F32, I32, OK, Memory, Tensor, check, expect_refused, expect_runs, finish,
+                         ref, relative_error, start, stream, torch, view)
 
 
 class LayerWeights(ctypes.Structure):
@@ -195,12 +195,9 @@ def every_function(abi, gpu):
 
 
 def main(argv):
-    if len(argv) < 2:
-        print(__doc__)
+    abi, gpu = start(argv, __doc__)
+    if abi is None:
         return 2
-    abi = Abi(argv[1])
-    gpu = hopper_with_torch(abi)
-    check(gpu or "--require-gpu" not in argv, "--require-gpu: no Hopper GPU with torch here")
     every_function(abi, gpu)
     if gpu:
         results_on_gpu(abi)
