@@ -71,11 +71,22 @@ CUtensorMap make_tensor_map_3d(const void* base, DType dtype, TensorMapShape sha
       cuuint64_t((shape.batch > 1 ? strides.batch : strides.row * shape.outer) * element)};
   const cuuint32_t box_dims[3] = {box.inner, box.outer, 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r =
-      encode_function()(&map, tma_type(dtype), 3, const_cast<void*>(base), dims, byte_strides, box_dims,
-                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        swizzle == TensorMapSwizzle::bytes128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const auto encode = [&] {
+    return encode_function()(&map, tma_type(dtype), 3, const_cast<void*>(base), dims, byte_strides, box_dims,
+                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                             swizzle == TensorMapSwizzle::bytes128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                                                   : CU_TENSOR_MAP_SWIZZLE_NONE,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  };
+  CUresult r = encode();
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+    // A driver call needs a current context, which a thread that reached the GPU only through another
+    // CUDA runtime may lack (torch's autograd threads on device 0: torch skips cudaSetDevice when its
+    // runtime's device is already 0). cudaSetDevice binds the device's primary context; then retry.
+    int device = 0;
+    if (cudaGetDevice(&device) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) r = encode();
+    cudaGetLastError();
+  }
   if (r != CUDA_SUCCESS)
     throw InvalidArgument(kFunction, text("argument '", argument,
                                           "': cuTensorMapEncodeTiled rejected the tensor (CUresult ", int(r), ")"));

@@ -1,0 +1,101 @@
+"""torch.nn modules on coda's fused ops. Each holds its weights in the layout its op reads (the
+SwiGLU MLP's gate and up rows interleaved, the QKV rows permuted for interleaved RoPE); the
+`from_*` constructors convert standard weights once.
+
+    mlp = coda.nn.SwiGLUMLP.from_linears(block.gate_proj, block.up_proj, block.down_proj)
+    head = coda.nn.LinearCrossEntropy(hidden=2048, vocab=128256, dtype=torch.bfloat16, device="cuda")
+    loss = head(hidden_states, labels)
+"""
+import torch
+
+from . import ops
+
+
+def _parameter(rows, columns, dtype, device):
+    weight = torch.empty(rows, columns, dtype=dtype, device=device)
+    torch.nn.init.kaiming_uniform_(weight, a=5 ** 0.5)  # nn.Linear's initialisation
+    return torch.nn.Parameter(weight)
+
+
+class Linear(torch.nn.Module):
+    """y = x @ weight.T (no bias) on coda's GEMM."""
+
+    def __init__(self, in_features, out_features, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.weight = _parameter(out_features, in_features, dtype, device)
+
+    def forward(self, x):
+        return ops.linear(x, self.weight)
+
+
+class SwiGLUMLP(torch.nn.Module):
+    """down(silu(gate(x)) * up(x)), the LLaMA MLP: one fused GEMM for gate/up + SwiGLU, one for down; the
+    backward on coda's fused backward GEMM. w_gate_up is (2 * intermediate, hidden), gate and up rows
+    interleaved (coda.interleave_gate_up)."""
+
+    def __init__(self, hidden, intermediate, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.w_gate_up = _parameter(2 * intermediate, hidden, dtype, device)
+        self.w_down = _parameter(hidden, intermediate, dtype, device)
+
+    @classmethod
+    def from_linears(cls, gate, up, down):
+        """From three bias-free nn.Linear layers (gate_proj, up_proj, down_proj), weights copied once."""
+        if any(layer.bias is not None for layer in (gate, up, down)):
+            raise ValueError("coda.nn.SwiGLUMLP.from_linears: the projections must have no bias")
+        weight = gate.weight
+        mlp = cls(weight.shape[1], weight.shape[0], dtype=weight.dtype, device=weight.device)
+        with torch.no_grad():
+            mlp.w_gate_up.copy_(ops.interleave_gate_up(gate.weight, up.weight))
+            mlp.w_down.copy_(down.weight)
+        return mlp
+
+    def forward(self, x):
+        return ops.swiglu_mlp(x, self.w_gate_up, self.w_down)
+
+
+class RoPELinear(torch.nn.Module):
+    """RoPE(x @ weight.T) for a fused QKV projection: the first rotated_heads heads rotate by each token's
+    position (interleaved pairs), the rest (V) pass through. Holds its f32 cos/sin cache."""
+
+    def __init__(self, in_features, heads, head_dim, rotated_heads, max_positions, theta=10000.0,
+                 dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.head_dim, self.rotated_heads = head_dim, rotated_heads
+        self.weight = _parameter(heads * head_dim, in_features, dtype, device)
+        cos, sin = ops.rope_cache(max_positions, head_dim, theta, device=device)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, x, positions):
+        return ops.rope_linear(x, self.weight, positions, self.cos, self.sin, self.head_dim, self.rotated_heads)
+
+
+class ResidualRMSNormLinear(torch.nn.Module):
+    """(z, h) = (RMSNorm(h) @ w2.T, h) with h = residual + x @ w1.T: a projection, the residual add and a
+    pre-norm, then the next projection, fused across the GEMM boundary."""
+
+    def __init__(self, in_features, hidden, out_features, eps=1e-6, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.eps = eps
+        self.w1 = _parameter(hidden, in_features, dtype, device)
+        self.norm_weight = torch.nn.Parameter(torch.ones(hidden, dtype=dtype, device=device))
+        self.w2 = _parameter(out_features, hidden, dtype, device)
+
+    def forward(self, x, residual):
+        return ops.residual_rmsnorm_linear(x, self.w1, residual, self.norm_weight, self.w2, self.eps)
+
+
+class LinearCrossEntropy(torch.nn.Module):
+    """The LM head with its loss fused: forward(hidden, targets) = cross_entropy(hidden @ weight.T, targets)
+    without the logits in memory. Options as coda.linear_cross_entropy."""
+
+    def __init__(self, hidden, vocab, ignore_index=-100, label_smoothing=0.0, z_loss=0.0, softcap=0.0,
+                 reduction="mean", dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.weight = _parameter(vocab, hidden, dtype, device)
+        self.options = dict(ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss,
+                            softcap=softcap, reduction=reduction)
+
+    def forward(self, hidden, targets):
+        return ops.linear_cross_entropy(hidden, self.weight, targets, **self.options)

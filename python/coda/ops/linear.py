@@ -1,0 +1,199 @@
+"""coda.linear: y = x @ weight.T on coda's GEMM (F.linear without a bias), any operand majors.
+
+    y = coda.linear(x, weight)   # x (..., K), weight (N, K): bf16 or f16 CUDA tensors
+    y = coda.mm(a, b)            # a (M, K) @ b (K, N), like torch.mm
+
+An operand whose transpose is contiguous (x.t(), weight.t() views) runs as an MN-major operand with
+no copy; other layouts are copied to contiguous rows first. Gradients run on coda's GEMM too:
+dx = dy @ weight (weight MN-major), dweight = dy.T @ x (both MN-major).
+"""
+import torch
+
+from .. import _checks as checks
+from .. import _library as L
+
+_lib = torch.library.Library("coda", "FRAGMENT")
+_lib.define("linear(Tensor x, Tensor weight) -> Tensor")
+
+
+def _layout(name, t):
+    """(major, in place) for a logical (rows, K) operand: read in place when its rows (K-major) or, for a
+    transposed view, its transpose's rows (MN-major) are contiguous at a stride of a multiple of 8
+    elements; else copied into whichever of the two layouts has rows of a multiple of 8."""
+    rows, k = t.shape
+    s0, s1 = t.stride()
+    if (s1 == 1 or k == 1) and (s0 % 8 == 0 or rows == 1):
+        return L.K_MAJOR, True
+    if rows > 1 and s0 == 1 and (s1 % 8 == 0 or k == 1):
+        return L.MN_MAJOR, True
+    if k % 8 == 0:
+        return L.K_MAJOR, False
+    if rows % 8 == 0:
+        return L.MN_MAJOR, False
+    raise ValueError(f"coda.linear: {name} has shape {(rows, k)}; K ({k}) or its rows ({rows}) must be a multiple "
+                     "of 8 (rows of 16 bytes, the tensor-memory-access rule)")
+
+
+def _check(x, weight):
+    checks.tensor("linear", "x", x, checks.FLOATS)
+    checks.tensor("linear", "weight", weight, checks.FLOATS, rank=2)
+    checks.same_dtype("linear", "weight", weight, "x", x)
+    checks.same_device("linear", (("x", x), ("weight", weight)))
+    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"coda.linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}; x's last "
+                         "dimension must be weight's second (K)")
+    checks.multiple_of_8("linear", "weight", weight.shape[0], "N (rows; the output's row length)")
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    return _layout("x", x2), _layout("weight", weight)
+
+
+@torch.library.register_fake("coda::linear")
+def _fake(x, weight):
+    _check(x, weight)
+    return x.new_empty(*x.shape[:-1], weight.shape[0])
+
+
+def _operand(t, layout):
+    """The tensor libcoda reads for a logical (rows, K) operand in `layout` (from _layout), and its major."""
+    major, in_place = layout
+    if major == L.K_MAJOR:
+        return checks.rows(t), major  # copies when not in place or misaligned
+    stored = t.t()
+    if in_place and stored.data_ptr() % 16 == 0:
+        return checks.rows(stored), major
+    return t.new_empty(stored.shape).copy_(stored), major
+
+
+_gemm_workspace = {}
+
+
+def gemm(a, b, out, layouts=None):
+    """out = a @ b.T through coda_gemm (a, b logical (M, K), (N, K); their layouts from _layout); the split-K
+    workspace from torch."""
+    a_layout, b_layout = layouts or (_layout("a", a), _layout("b", b))
+    (a, a_major), (b, b_major) = _operand(a, a_layout), _operand(b, b_layout)
+    va, vb, vc = L.view("a", a), L.view("b", b), L.view("c", out)
+    key = (a.shape, a_major, b.shape, b_major, out.shape, out.dtype)
+    bytes_ = _gemm_workspace.get(key)
+    if bytes_ is None:
+        size = L.ctypes.c_size_t()
+        L.call(L.lib.coda_gemm_workspace_bytes, va, a_major, vb, b_major, vc, L.ctypes.byref(size))
+        bytes_ = _gemm_workspace[key] = size.value
+    ws = L.workspace(bytes_, out.device) if bytes_ else None
+    L.call(L.lib.coda_gemm, va, a_major, vb, b_major, vc, ws.data_ptr() if ws is not None else None, bytes_,
+           L.stream(out.device))
+    return out
+
+
+@L.kernel(_lib, "linear")
+def _linear(x, weight):
+    layouts = _check(x, weight)
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    out = torch.empty(x2.shape[0], weight.shape[0], dtype=x.dtype, device=x.device)
+    with L.on_device(x.device):
+        gemm(x2, weight, out, layouts)
+    return out if x.dim() == 2 else out.view(*x.shape[:-1], weight.shape[0])
+
+
+def _setup(ctx, inputs, output):
+    x, weight = inputs
+    ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, weight if ctx.needs_input_grad[0] else None)
+
+
+def _backward(ctx, dy):
+    x, weight = ctx.saved_tensors
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    dx = dw = None
+    if ctx.needs_input_grad[0]:
+        dx = linear(dy2, weight.t()).view(*dy.shape[:-1], weight.shape[1])
+    if ctx.needs_input_grad[1]:
+        dw = linear(dy2.t(), x.reshape(-1, x.shape[-1]).t())
+    return dx, dw
+
+
+torch.library.register_autograd("coda::linear", _backward, setup_context=_setup)
+
+
+class _Plan:
+    """A validated eager call of one shape: the coda_tensor structs (only pointers change), majors, workspace."""
+
+    def __init__(self, x, weight, layouts):
+        x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
+        (a, self.a_major), (b, self.b_major) = _operand(x2, layouts[0]), _operand(weight, layouts[1])
+        self.out_shape = (*x.shape[:-1], weight.shape[0])
+        out = x.new_empty(x2.shape[0], weight.shape[0])
+        self.a, self.b, self.c = (L.struct(t) for t in (a, b, out))
+        self.args = tuple(L.ctypes.byref(s) for s in (self.a, self.b, self.c))
+        size = L.ctypes.c_size_t()
+        L.call(L.lib.coda_gemm_workspace_bytes, self.args[0], self.a_major, self.args[1], self.b_major, self.args[2],
+               L.ctypes.byref(size))
+        self.workspace_bytes = size.value
+
+
+class _Plans(L.threading.local):
+    def __init__(self):
+        self.by_key = {}
+
+
+_plans = _Plans()
+
+
+def _linear_eager(x, weight):
+    """_linear for plain CUDA tensors outside tracing (L.eager): one dictionary lookup replaces the checks when
+    the shapes, strides and dtypes were seen before and neither operand needs a copy."""
+    key = (x.shape, x.stride(), weight.shape, weight.stride(), x.dtype, weight.dtype, x.get_device(),
+           weight.get_device())
+    plans = _plans.by_key
+    plan = plans.get(key)
+    if plan is None:
+        layouts = _check(x, weight)
+        in_place = layouts[0][1] and layouts[1][1] and (x.dim() == 2 or x.is_contiguous())
+        plan = plans[key] = _Plan(x, weight, layouts) if in_place else False
+    device = x.get_device()
+    if not plan or (x.data_ptr() | weight.data_ptr()) % 16 or device != torch._C._cuda_getDevice():
+        return _linear(x, weight)
+    out = x.new_empty(plan.out_shape)
+    plan.a.data, plan.b.data, plan.c.data = x.data_ptr(), weight.data_ptr(), out.data_ptr()
+    ws = L.workspace(plan.workspace_bytes, x.device) if plan.workspace_bytes else None
+    status = L.lib.coda_gemm(plan.args[0], plan.a_major, plan.args[1], plan.b_major, plan.args[2],
+                             ws.data_ptr() if ws is not None else None, plan.workspace_bytes,
+                             torch._C._cuda_getCurrentRawStream(device))
+    if status:
+        L.raise_for(status)
+    return out
+
+
+class _LinearFunction(torch.autograd.Function):
+    """The op's autograd formula for eager calls (a torch.autograd.Function costs less host time than the
+    custom op's Python autograd wrapper); torch.compile and the modes take torch.ops.coda.linear."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        _setup(ctx, (x, weight), None)
+        return _linear_eager(x, weight)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _backward(ctx, dy)
+
+
+def linear(x, weight):
+    """y = x @ weight.T (torch.nn.functional.linear without a bias) on coda's GEMM.
+
+    x: (..., K), weight: (N, K), one dtype (bf16 or f16; float32 inputs follow torch.autocast), on
+    one CUDA device; N and the operands' stored row lengths multiples of 8. Returns (..., N).
+
+        y = coda.linear(x, layer.weight)
+    """
+    if L.eager(x, weight):
+        return _LinearFunction.apply(x, weight) if L.needs_grad(x, weight) else _linear_eager(x, weight)
+    x, weight = L.autocast(x, weight)
+    return torch.ops.coda.linear(x, weight)
+
+
+def mm(a, b):
+    """a @ b on coda's GEMM, like torch.mm: a (M, K), b (K, N); a contiguous b runs N-major, no copy.
+
+        c = coda.mm(a, b)
+    """
+    return linear(a, b.t())

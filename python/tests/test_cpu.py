@@ -1,0 +1,281 @@
+"""Tests that need no GPU (CI runs them): the package imports and loads libcoda, every op's fake
+implementation gives the right shapes forward and backward, torch.compile(fullgraph=True) traces the
+ops with no graph break, torch.library.opcheck passes, every argument rule raises a clear error, and
+libcoda's own errors reach Python as CodaError naming the C function and the argument."""
+import pytest
+import torch
+
+import coda
+from coda import _library as L
+from coda.ops.linear import gemm
+
+BF16 = torch.bfloat16
+
+
+def meta(*shape, dtype=BF16, grad=False):
+    return torch.empty(*shape, dtype=dtype, device="meta", requires_grad=grad)
+
+
+def test_import_and_version():
+    assert coda.version() == coda.__version__
+    assert L.lib.coda_device_count() >= 0
+
+
+def test_linear_shapes_and_gradients():
+    x, w = meta(3, 5, 64, grad=True), meta(32, 64, grad=True)
+    y = coda.linear(x, w)
+    assert y.shape == (3, 5, 32) and y.dtype == BF16
+    y.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape
+    assert coda.mm(meta(7, 64), meta(64, 24)).shape == (7, 24)
+
+
+def test_fused_op_shapes_and_gradients():
+    x = meta(2, 5, 64, grad=True)
+    wgu, wd = meta(96, 64, grad=True), meta(40, 48, grad=True)
+    y = coda.swiglu_mlp(x, wgu, wd)
+    assert y.shape == (2, 5, 40)
+    y.sum().backward()
+    assert wgu.grad.shape == wgu.shape and wd.grad.shape == wd.shape and x.grad.shape == x.shape
+    assert coda.swiglu_linear(x, wgu).shape == (2, 5, 48)
+
+    w, positions = meta(64, 64, grad=True), meta(2, 5, dtype=torch.int32)
+    cos, sin = meta(32, 8, dtype=torch.float32), meta(32, 8, dtype=torch.float32)
+    q = coda.rope_linear(x, w, positions, cos, sin, head_dim=16, rotated_heads=3)
+    assert q.shape == (2, 5, 64)
+    q.sum().backward()
+    assert w.grad.shape == w.shape
+
+    residual, g, w2 = meta(2, 5, 64, grad=True), meta(64, grad=True), meta(24, 64, grad=True)
+    z, h = coda.residual_rmsnorm_linear(x, w, residual, g, w2)
+    assert z.shape == (2, 5, 24) and h.shape == (2, 5, 64)
+    (z.sum() + h.sum()).backward()
+    assert residual.grad.shape == residual.shape and g.grad.shape == g.shape and w2.grad.shape == w2.shape
+
+
+@pytest.mark.parametrize("reduction,shape", [("mean", ()), ("sum", ()), ("none", (10,))])
+def test_cross_entropy_shapes(reduction, shape):
+    x, w = meta(10, 64, grad=True), meta(1000, 64, grad=True)
+    loss = coda.linear_cross_entropy(x, w, meta(10, dtype=torch.int64), reduction=reduction)
+    assert loss.shape == shape and loss.dtype == torch.float32
+    loss.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape
+
+
+def test_compile_fullgraph_traces_a_training_step():
+    """No graph break in forward or backward: fullgraph=True raises on one. Meta inputs, so nothing runs."""
+
+    def step(x, residual, w_o, g, w_gu, w_down, w_head, targets):
+        z, h = coda.residual_rmsnorm_linear(x, w_o, residual, g, w_gu)
+        y = coda.swiglu_mlp(coda.linear(z, w_o), w_gu, w_down) + h
+        return coda.linear_cross_entropy(y.reshape(-1, y.shape[-1]), w_head, targets)
+
+    args = (meta(2, 8, 64, grad=True), meta(2, 8, 64), meta(64, 64, grad=True), meta(64, grad=True),
+            meta(64, 64, grad=True), meta(64, 32, grad=True), meta(512, 64, grad=True),
+            meta(16, dtype=torch.int32))
+    loss = torch.compile(step, fullgraph=True, backend="aot_eager")(*args)
+    loss.backward()
+    assert loss.shape == () and args[4].grad.shape == (64, 64)
+
+
+@pytest.mark.parametrize("op,args", [
+    ("linear", lambda: (meta(16, 64, grad=True), meta(32, 64, grad=True))),
+    ("swiglu_mlp", lambda: (meta(16, 64, grad=True), meta(64, 64, grad=True), meta(16, 32, grad=True))),
+    ("linear_cross_entropy", lambda: (meta(16, 64, grad=True), meta(256, 64, grad=True), meta(16, dtype=torch.int32),
+                                      -100, 0.0, 0.0, 0.0, "mean")),
+])
+def test_opcheck_on_meta(op, args):
+    torch.library.opcheck(getattr(torch.ops.coda, op), args(),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+@pytest.mark.parametrize("call,error,words", [
+    (lambda: coda.linear(torch.ones(4, 64), torch.ones(8, 64)), ValueError, ["x", "cpu", "CUDA"]),
+    (lambda: coda.linear(meta(4, 64, dtype=torch.float32), meta(8, 64, dtype=torch.float32)), TypeError,
+     ["x", "float32", "bfloat16 or float16", "autocast"]),
+    (lambda: coda.linear(meta(4, 64), meta(8, 64, dtype=torch.float16)), TypeError, ["weight", "float16", "same"]),
+    (lambda: coda.linear(meta(4, 64), meta(8, 32)), ValueError, ["x", "(4, 64)", "(8, 32)", "K"]),
+    (lambda: coda.linear(meta(4, 60), meta(8, 60)), ValueError, ["x", "60", "multiple of 8"]),
+    (lambda: coda.linear(meta(4, 64), meta(12, 64)), ValueError, ["weight", "12", "multiple of 8"]),
+    (lambda: coda.linear(meta(4, 64), "w"), RuntimeError, ["weight", "Tensor", "str"]),
+    (lambda: coda.swiglu_mlp(meta(4, 64), meta(24, 64), meta(64, 8)), ValueError,
+     ["w_gate_up", "24", "interleaved"]),
+    (lambda: coda.swiglu_mlp(meta(4, 64), meta(32, 64), meta(64, 8)), ValueError, ["w_down", "(64, 8)", "F = 16"]),
+    (lambda: coda.rope_linear(meta(4, 64), meta(64, 64), meta(4, dtype=torch.int32), meta(8, 8, dtype=torch.float32),
+                              meta(8, 8, dtype=torch.float32), 16, 5), ValueError, ["rotated_heads", "5", "[0, 4]"]),
+    (lambda: coda.rope_linear(meta(4, 64), meta(64, 64), meta(3, dtype=torch.int32), meta(8, 8, dtype=torch.float32),
+                              meta(8, 8, dtype=torch.float32), 16, 2), ValueError, ["positions", "(3,)", "(4,)"]),
+    (lambda: coda.rope_linear(meta(4, 64), meta(64, 64), meta(4, dtype=torch.int32), meta(8, 4, dtype=torch.float32),
+                              meta(8, 4, dtype=torch.float32), 16, 2), ValueError, ["cos", "head_dim / 2 = 8"]),
+    (lambda: coda.rope_linear(meta(4, 64), meta(64, 64), meta(4, dtype=torch.float32),
+                              meta(8, 8, dtype=torch.float32), meta(8, 8, dtype=torch.float32), 16, 2), TypeError,
+     ["positions", "int32"]),
+    (lambda: coda.residual_rmsnorm_linear(meta(4, 64), meta(64, 64), meta(4, 32), meta(64), meta(8, 64)), ValueError,
+     ["residual", "(4, 32)", "(4, 64)"]),
+    (lambda: coda.residual_rmsnorm_linear(meta(4, 64), meta(64, 64), meta(4, 64), meta(32), meta(8, 64)), ValueError,
+     ["norm_weight", "length 32", "64"]),
+    (lambda: coda.residual_rmsnorm_linear(meta(4, 64), meta(64, 64), meta(4, 64), meta(64), meta(8, 64), eps=-1.0),
+     ValueError, ["eps", ">= 0"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(5, dtype=torch.int32)), ValueError,
+     ["targets", "length 5", "4"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), reduction="avg"),
+     ValueError, ["reduction", "'avg'", "'mean'"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), label_smoothing=1.0),
+     ValueError, ["label_smoothing", "[0, 1)"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), z_loss=-1.0),
+     ValueError, ["z_loss", ">= 0"]),
+    (lambda: coda.interleave_gate_up(torch.ones(4, 8), torch.ones(4, 16)), ValueError, ["w_gate", "w_up"]),
+])
+def test_argument_errors_name_the_argument_and_rule(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    message = str(info.value)
+    assert message.startswith("coda"), message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_libcoda_errors_reach_python():
+    """Past the Python checks, libcoda's own validation: a refused argument raises CodaArgumentError with
+    the C function and the argument named; a valid call without a Hopper GPU raises CodaError
+    (unsupported), never a crash."""
+    a, b = torch.ones(16, 64, dtype=BF16), torch.ones(32, 64, dtype=BF16)
+    with pytest.raises(L.CodaArgumentError, match=r"coda_gemm.*\bc\b"):
+        gemm(a, b, torch.ones(16, 24, dtype=BF16))  # C must be M x N
+    if not torch.cuda.is_available():
+        with pytest.raises(L.CodaError, match="coda_gemm") as info:
+            gemm(a, b, torch.empty(16, 32, dtype=BF16))
+        assert "unsupported" in str(info.value)
+
+
+def test_weight_layout_helpers():
+    gate, up = torch.randn(6, 8), torch.randn(6, 8)
+    both = coda.interleave_gate_up(gate, up)
+    assert torch.equal(both[0::2], gate) and torch.equal(both[1::2], up)
+    assert all(torch.equal(a, b) for a, b in zip(coda.split_gate_up(both), (gate, up)))
+    w = torch.arange(3 * 8 * 2, dtype=torch.float32).view(3 * 8, 2)
+    p = coda.rotate_half_to_interleaved(w, head_dim=8, rotated_heads=2)
+    assert torch.equal(p[0], w[0]) and torch.equal(p[1], w[4]) and torch.equal(p[2], w[1]) and torch.equal(p[9], w[12])
+    assert torch.equal(p[16:], w[16:])  # the third head passes through
+    cos, sin = coda.rope_cache(16, 8)
+    assert cos.shape == (16, 4) and cos.dtype == torch.float32
+    assert torch.allclose(cos[3, 1] ** 2 + sin[3, 1] ** 2, torch.tensor(1.0))
+    assert torch.allclose(torch.atan2(sin[5, 1], cos[5, 1]), torch.tensor(5 * 10000.0 ** (-2 / 8)))
+
+
+def test_nn_modules_hold_op_layouts():
+    mlp = coda.nn.SwiGLUMLP(64, 32, device="meta")
+    assert mlp.w_gate_up.shape == (64, 64) and mlp(meta(3, 64)).shape == (3, 64)
+    head = coda.nn.LinearCrossEntropy(64, 500, device="meta")
+    assert head(meta(4, 64), meta(4, dtype=torch.int64)).shape == ()
+    pair = coda.nn.ResidualRMSNormLinear(64, 64, 16, device="meta")
+    z, h = pair(meta(4, 64), meta(4, 64))
+    assert z.shape == (4, 16) and h.shape == (4, 64)
+    rope = coda.nn.RoPELinear(64, heads=4, head_dim=16, rotated_heads=3, max_positions=32, device="meta")
+    assert rope(meta(4, 64), meta(4, dtype=torch.int32)).shape == (4, 64)
+
+
+def test_patch_replaces_llama_mlps_keeping_weights():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+    model = transformers.LlamaForCausalLM(config)
+    gate = model.model.layers[1].mlp.gate_proj.weight.detach().clone()
+    coda.patch(model)
+    mlp = model.model.layers[1].mlp
+    assert isinstance(mlp, coda.nn.SwiGLUMLP) and torch.equal(mlp.w_gate_up[0::2], gate)
+    with pytest.raises(ValueError, match="no LLaMA-style MLP"):
+        coda.patch(torch.nn.Sequential(torch.nn.Linear(4, 4)))
+
+
+class _StubLibrary:
+    """libcoda's functions replaced by stubs that check the argument count against the ctypes signature and
+    succeed (a size query answers 256 bytes): the ops' Python glue runs end to end without a GPU."""
+
+    def __init__(self, real):
+        self.real, self.calls = real, []
+
+    def __getattr__(self, name):
+        real = getattr(self.real, name)
+        if name not in L._SIGNATURES:
+            return real
+
+        def stub(*args):
+            assert len(args) == len(L._SIGNATURES[name]), (name, len(args))
+            self.calls.append(name)
+            if name.endswith("_bytes"):
+                args[-1]._obj.value = 256
+            return L.OK
+
+        return stub
+
+
+@pytest.fixture
+def stub_libcoda(monkeypatch):
+    """CPU tensors accepted, libcoda stubbed, the backward ops registered for the CPU too."""
+    from coda import _checks
+    from coda.ops import cross_entropy, rmsnorm, rope, swiglu
+    stub = _StubLibrary(L.lib)
+    monkeypatch.setattr(L, "lib", stub)
+    monkeypatch.setattr(_checks, "DEVICES", ("cuda", "meta", "cpu"))
+    monkeypatch.setattr(L, "stream", lambda device: None)
+    monkeypatch.setattr(L, "on_device", lambda device: L._current)
+    library = torch.library.Library("coda", "IMPL")
+    for name, function in (("swiglu_backward", swiglu._swiglu_backward), ("rope_backward", rope._rope_backward),
+                           ("residual_rmsnorm_backward", rmsnorm._backward_op),
+                           ("linear_cross_entropy_backward", cross_entropy._backward_op)):
+        library.impl(name, function, "CPU")
+    yield stub
+    library._destroy()
+
+
+def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
+    """Each op's real implementation, forward and backward, on CPU tensors against the stub: every libcoda call
+    gets the argument count of its signature, and the outputs have the fake implementation's shapes."""
+    def cpu(*shape, dtype=BF16, grad=True):
+        return torch.randn(*shape).to(dtype).requires_grad_(grad and dtype.is_floating_point)
+
+    x = cpu(3, 5, 64)
+    checks = []
+    y = coda.linear(x, cpu(32, 64))
+    checks.append((y, (3, 5, 32)))
+    y = coda.linear(cpu(64, 9).t(), cpu(64, 32).t())  # both operands MN-major
+    checks.append((y, (9, 32)))
+    checks.append((coda.swiglu_mlp(x, cpu(96, 64), cpu(40, 48)), (3, 5, 40)))
+    checks.append((coda.swiglu_linear(x, cpu(96, 64)), (3, 5, 48)))
+    cos, sin = coda.rope_cache(32, 16)
+    checks.append((coda.rope_linear(x, cpu(64, 64), torch.zeros(3, 5, dtype=torch.int64), cos, sin, 16, 3),
+                   (3, 5, 64)))
+    z, h = coda.residual_rmsnorm_linear(x, cpu(64, 64), cpu(3, 5, 64), cpu(64), cpu(24, 64))
+    checks += [(z, (3, 5, 24)), (h, (3, 5, 64))]
+    for reduction, shape in (("mean", ()), ("none", (15,))):
+        loss = coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), reduction=reduction,
+                                         label_smoothing=0.1)
+        checks.append((loss, shape))
+    for out, shape in checks:
+        assert out.shape == shape
+    sum(out.float().sum() for out, _ in checks).backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+    called = set(stub_libcoda.calls)
+    assert {"coda_gemm", "coda_gemm_swiglu", "coda_gemm_swiglu_backward", "coda_gemm_rope", "coda_rope_backward",
+            "coda_gemm_residual_rmsnorm", "coda_gemm_row_scale", "coda_row_scale_backward",
+            "coda_gemm_residual_rmsnorm_backward", "coda_gemm_rmsnorm_weight_gradients", "coda_gemm_cross_entropy",
+            "coda_gemm_cross_entropy_backward"} <= called
+
+
+def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libcoda):
+    """A patched Hugging Face LLaMA's training step: eager, then torch.compile(fullgraph=True) (which raises on a
+    graph break), on CPU tensors with libcoda stubbed (shapes and glue, not values)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+    model = coda.patch(transformers.LlamaForCausalLM(config).to(BF16))
+    ids = torch.randint(0, 256, (2, 16))
+    for step in (model, torch.compile(model, fullgraph=True, backend="aot_eager")):
+        model.zero_grad()
+        out = step(input_ids=ids, labels=ids)
+        assert out.loss.shape == () and out.logits is None
+        out.loss.backward()
+        assert model.model.layers[0].mlp.w_gate_up.grad.shape == (256, 64)
+        assert model.lm_head.weight.grad is not None
+    assert model(input_ids=ids).logits.shape == (2, 16, 256)  # without labels: Hugging Face's own forward
