@@ -14,9 +14,8 @@ import threading
 
 import torch
 
-OK, INVALID_ARGUMENT, UNSUPPORTED = 0, 1, 2
-K_MAJOR, MN_MAJOR = 0, 1
-REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
+from ._abi import INVALID_ARGUMENT, K_MAJOR, MN_MAJOR, OK, REDUCTIONS, SIGNATURES, CrossEntropyOptions, Tensor, load
+
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float8_e4m3fn: 3, torch.float8_e5m2: 4,
           torch.int32: 5}
 
@@ -29,40 +28,6 @@ class CodaArgumentError(CodaError, ValueError):
     """libcoda refused an argument (CODA_INVALID_ARGUMENT)."""
 
 
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3)]
-
-
-class CrossEntropyOptions(ctypes.Structure):
-    _fields_ = [("ignore_index", ctypes.c_int32), ("label_smoothing", ctypes.c_float), ("z_loss", ctypes.c_float),
-                ("softcap", ctypes.c_float), ("reduction", ctypes.c_int)]
-
-
-_p, _size, _f32, _i32, _i64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_float, ctypes.c_int32, ctypes.c_int64
-_SIGNATURES = {
-    "coda_gemm": [_p, ctypes.c_int, _p, ctypes.c_int, _p, _p, _size, _p],
-    "coda_gemm_workspace_bytes": [_p, ctypes.c_int, _p, ctypes.c_int, _p, _p],
-    "coda_gemm_swiglu": [_p, _p, _p, _p, _p, _p],
-    "coda_gemm_swiglu_backward": [_p, _p, _p, _p, _p, _p, _p, _p],
-    "coda_gemm_rope": [_p, _p, _p, _p, _p, _i32, _i32, _p, _p, _p],
-    "coda_rope_backward": [_p, _p, _p, _p, _i32, _i32, _p, _p, _p, _p, _p],
-    "coda_residual_rmsnorm_workspace_bytes": [_i64, _i64, _p],
-    "coda_gemm_residual_rmsnorm": [_p, _p, _p, _p, _f32, _p, _p, _p, _p, _size, _p],
-    "coda_gemm_row_scale": [_p, _p, _p, _p, _p],
-    "coda_row_partial_count": [_i64, _p],
-    "coda_row_scale_backward": [_p, _p, _p, _p, _p, _p],
-    "coda_residual_rmsnorm_backward_workspace_bytes": [_i64, _p],
-    "coda_gemm_residual_rmsnorm_backward": [_p, _p, _p, _p, _p, _p, _p, _p, _i32, _p, _size, _p],
-    "coda_rmsnorm_weight_gradients_workspace_bytes": [_i64, _i64, _p],
-    "coda_gemm_rmsnorm_weight_gradients": [_p, _p, _p, _p, _p, _p, _p, _size, _p],
-    "coda_cross_entropy_workspace_bytes": [_i64, _i64, _p, _p],
-    "coda_gemm_cross_entropy": [_p, _p, _p, _p, _p, _p, _p, _p, _p, _size, _p],
-    "coda_cross_entropy_backward_workspace_bytes": [_i64, _i64, _i64, _i64, _p],
-    "coda_gemm_cross_entropy_backward": [_p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _i64, _p, _size, _p],
-}
-
-
 def library_path():
     """Where libcoda is loaded from: $CODA_LIBRARY, else the package's own coda/lib/libcoda.so."""
     return os.environ.get("CODA_LIBRARY") or os.path.join(os.path.dirname(__file__), "lib", "libcoda.so")
@@ -73,14 +38,7 @@ def _load():
     if not os.path.exists(path):
         raise ImportError(f"coda: libcoda not found at {path} (install the package with `pip install ./python`, "
                           "or set CODA_LIBRARY to a built libcoda.so)")
-    lib = ctypes.CDLL(path)
-    for name, restype in (("coda_version", ctypes.c_char_p), ("coda_last_error", ctypes.c_char_p),
-                          ("coda_status_name", ctypes.c_char_p), ("coda_device_count", ctypes.c_int32)):
-        getattr(lib, name).restype = restype
-    for name, argtypes in _SIGNATURES.items():
-        function = getattr(lib, name)
-        function.argtypes, function.restype = argtypes, ctypes.c_int
-    return lib
+    return load(path)
 
 
 lib = _load()

@@ -197,11 +197,11 @@ class _StubLibrary:
 
     def __getattr__(self, name):
         real = getattr(self.real, name)
-        if name not in L._SIGNATURES:
+        if name not in L.SIGNATURES:
             return real
 
         def stub(*args):
-            assert len(args) == len(L._SIGNATURES[name]), (name, len(args))
+            assert len(args) == len(L.SIGNATURES[name]), (name, len(args))
             self.calls.append(name)
             if name.endswith("_bytes"):
                 args[-1]._obj.value = 256

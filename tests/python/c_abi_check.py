@@ -11,6 +11,8 @@ under its own name. Invalid calls must report CODA_INVALID_ARGUMENT, naming the 
 argument. Exit code 0 when every check passed.
 """
 import ctypes
+import importlib.util
+import os
 import sys
 
 try:
@@ -18,24 +20,21 @@ try:
 except ImportError:
     torch = None
 
-OK, INVALID_ARGUMENT, UNSUPPORTED = 0, 1, 2
-F32, F16, BF16, E4M3, E5M2, I32 = range(6)
-K_MAJOR, MN_MAJOR = 0, 1
+
+def _load_abi():
+    """python/coda/_abi.py, the C ABI's ctypes declarations, loaded by path (the package itself needs torch)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "coda", "_abi.py")
+    spec = importlib.util.spec_from_file_location("coda_abi", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3)]
-
-
-class CrossEntropyOptions(ctypes.Structure):
-    _fields_ = [("ignore_index", ctypes.c_int32), ("label_smoothing", ctypes.c_float), ("z_loss", ctypes.c_float),
-                ("softcap", ctypes.c_float), ("reduction", ctypes.c_int)]
-
-
-class GemmPlan(ctypes.Structure):
-    _fields_ = [("tile", ctypes.c_char_p), ("split_k", ctypes.c_int32), ("stream_k_tiles", ctypes.c_int32),
-                ("ctas", ctypes.c_int32), ("output_tiles", ctypes.c_int64), ("workspace_bytes", ctypes.c_size_t)]
+_abi = _load_abi()
+OK, INVALID_ARGUMENT, UNSUPPORTED = _abi.OK, _abi.INVALID_ARGUMENT, _abi.UNSUPPORTED
+F32, F16, BF16, E4M3, E5M2, I32 = _abi.F32, _abi.F16, _abi.BF16, _abi.E4M3, _abi.E5M2, _abi.I32
+K_MAJOR, MN_MAJOR = _abi.K_MAJOR, _abi.MN_MAJOR
+Tensor, CrossEntropyOptions, GemmPlan = _abi.Tensor, _abi.CrossEntropyOptions, _abi.GemmPlan
 
 
 failures = []
@@ -49,42 +48,7 @@ def check(ok, what):
 
 class Abi:
     def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        self.lib.coda_version.restype = ctypes.c_char_p
-        self.lib.coda_last_error.restype = ctypes.c_char_p
-        self.lib.coda_status_name.restype = ctypes.c_char_p
-        self.lib.coda_device_count.restype = ctypes.c_int32
-        p, size, f32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_float
-        signatures = {
-            "coda_gemm": [p, ctypes.c_int, p, ctypes.c_int, p, p, size, p],
-            "coda_gemm_workspace_bytes": [p, ctypes.c_int, p, ctypes.c_int, p, p],
-            "coda_gemm_plan": [p, ctypes.c_int, p, ctypes.c_int, p, size, p],
-            "coda_gemm_swiglu": [p, p, p, p, p, p],
-            "coda_gemm_rope": [p, p, p, p, p, ctypes.c_int32, ctypes.c_int32, p, p, p],
-            "coda_residual_rmsnorm_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p],
-            "coda_gemm_residual_rmsnorm": [p, p, p, p, f32, p, p, p, p, size, p],
-            "coda_gemm_row_scale": [p, p, p, p, p],
-            "coda_cross_entropy_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p, p],
-            "coda_gemm_cross_entropy": [p, p, p, p, p, p, p, p, p, size, p],
-            "coda_cross_entropy_backward_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                                            ctypes.c_int64, p],
-            "coda_gemm_cross_entropy_backward": [p, p, p, p, p, p, p, p, p, p, ctypes.c_int64, p, size, p],
-            "coda_row_partial_count": [ctypes.c_int64, p],
-            "coda_row_scale_backward": [p, p, p, p, p, p],
-            "coda_gemm_swiglu_backward": [p, p, p, p, p, p, p, p],
-            "coda_residual_rmsnorm_backward_workspace_bytes": [ctypes.c_int64, p],
-            "coda_gemm_residual_rmsnorm_backward": [p, p, p, p, p, p, p, p, ctypes.c_int32, p, size, p],
-            "coda_rmsnorm_weight_gradients_workspace_bytes": [ctypes.c_int64, ctypes.c_int64, p],
-            "coda_gemm_rmsnorm_weight_gradients": [p, p, p, p, p, p, p, size, p],
-            "coda_rope_backward": [p, p, p, p, ctypes.c_int32, ctypes.c_int32, p, p, p, p, p],
-            "coda_layer_workspace_bytes": [p, ctypes.c_int64, p],  # the layer: layer_check.py runs it
-            "coda_layer_forward": [p, p, p, p, p, p, p, p, size, p],
-            "coda_layer_backward": [p, p, p, p, p, p, p, p, p, p, size, p],
-        }
-        for name, arguments in signatures.items():
-            function = getattr(self.lib, name)
-            function.argtypes = arguments
-            function.restype = ctypes.c_int
+        self.lib = _abi.load(path)
 
     def __getattr__(self, name):
         return getattr(self.lib, "coda_" + name)
