@@ -72,9 +72,15 @@ bool hopper_available() {
 }
 
 void require_hopper(const char* function) {
-  std::string why;
-  const auto devices = list_devices(&why);
-  if (devices.empty()) throw Unsupported(function, text("no CUDA device: ", why));
+  // Every launch asks: the device count (the runtime keeps it) and the current device's cached facts,
+  // not list_devices(), whose cudaGetDeviceProperties per device cost microseconds of host time a call.
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    std::string why;
+    list_devices(&why);
+    throw Unsupported(function, text("no CUDA device: ", why));
+  }
   const DeviceInfo& d = current_device();
   if (!d.is_hopper())
     throw Unsupported(function, text("device ", d.index, " is ", d.name, " (sm_", d.major, d.minor,
