@@ -14,11 +14,11 @@ import torch  # noqa: F401  (torch's runtime first: libcoda loads beside it)
 
 from . import nn
 from ._library import CodaArgumentError, CodaError, library_path, version
-from .ops import (interleave_gate_up, linear, linear_cross_entropy, mm, residual_rmsnorm_linear, rope_cache,
+from .ops import (interleave_gate_up, layer, linear, linear_cross_entropy, mm, residual_rmsnorm_linear, rope_cache,
                   rope_linear, rotate_half_to_interleaved, split_gate_up, swiglu_linear, swiglu_mlp)
 from .patch import patch
 
 __version__ = "0.1.0"
 __all__ = ["linear", "mm", "swiglu_linear", "swiglu_mlp", "interleave_gate_up", "split_gate_up", "rope_linear",
-           "rope_cache", "rotate_half_to_interleaved", "residual_rmsnorm_linear", "linear_cross_entropy", "nn",
+           "rope_cache", "rotate_half_to_interleaved", "residual_rmsnorm_linear", "linear_cross_entropy", "layer", "nn",
            "patch", "CodaError", "CodaArgumentError", "version", "library_path"]

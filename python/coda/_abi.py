@@ -28,6 +28,20 @@ class GemmPlan(ctypes.Structure):
                 ("ctas", ctypes.c_int32), ("output_tiles", ctypes.c_int64), ("workspace_bytes", ctypes.c_size_t)]
 
 
+class LayerWeights(ctypes.Structure):
+    _fields_ = [(name, Tensor) for name in ("wo", "norm1", "w_gate_up", "w_down", "norm2", "w_qkv", "cos", "sin")] + \
+               [("head_dim", ctypes.c_int32), ("rotated_heads", ctypes.c_int32), ("eps", ctypes.c_float)]
+
+
+class LayerSaved(ctypes.Structure):
+    _fields_ = [(name, Tensor) for name in ("h1", "rstd1", "pre_activation", "activation", "rstd2")]
+
+
+class LayerGradients(ctypes.Structure):
+    _fields_ = [(name, Tensor)
+                for name in ("attn_out", "residual", "wo", "norm1", "w_gate_up", "w_down", "norm2", "w_qkv")]
+
+
 _p, _size, _f32, _i32, _i64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_float, ctypes.c_int32, ctypes.c_int64
 SIGNATURES = {  # every function returning a coda_status: its argument types
     "coda_gemm": [_p, ctypes.c_int, _p, ctypes.c_int, _p, _p, _size, _p],

@@ -163,7 +163,7 @@ def host_overhead(m=16, k=1024, n=1024, calls=100, rounds=31):
     calls, coda's (the eager path, the custom op through torch's dispatcher, the op with autograd), and
     libcoda's coda_gemm alone through ctypes."""
     from coda import _library
-    from coda.ops.linear import _check, _Plan
+    from coda.ops.matmul import _check, _Plan
     a, b = torch.randn(m, k, device="cuda", dtype=BF16), torch.randn(n, k, device="cuda", dtype=BF16)
     bt, b_grad = b.t(), b.clone().requires_grad_(True)
     plan = _Plan(a, b, _check(a, b))

@@ -99,3 +99,27 @@ class LinearCrossEntropy(torch.nn.Module):
 
     def forward(self, hidden, targets):
         return ops.linear_cross_entropy(hidden, self.weight, targets, **self.options)
+
+
+class Layer(torch.nn.Module):
+    """The non-attention part of a LLaMA-style layer (coda.layer): out-projection + residual, RMSNorm, the
+    SwiGLU MLP + residual, RMSNorm, and the next layer's QKV projection with RoPE. forward(attn_out, residual,
+    positions) -> (h2, qkv). Weights in coda's layouts (gate/up interleaved, Q and K pairs interleaved)."""
+
+    def __init__(self, hidden, intermediate, heads, head_dim, rotated_heads, max_positions, eps=1e-6,
+                 theta=10000.0, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.head_dim, self.rotated_heads, self.eps = head_dim, rotated_heads, eps
+        self.wo = _parameter(hidden, hidden, dtype, device)
+        self.norm1 = torch.nn.Parameter(torch.ones(hidden, device=device))
+        self.w_gate_up = _parameter(2 * intermediate, hidden, dtype, device)
+        self.w_down = _parameter(hidden, intermediate, dtype, device)
+        self.norm2 = torch.nn.Parameter(torch.ones(hidden, device=device))
+        self.w_qkv = _parameter(heads * head_dim, hidden, dtype, device)
+        cos, sin = ops.rope_cache(max_positions, head_dim, theta, device=device)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, attn_out, residual, positions):
+        return ops.layer(attn_out, residual, positions, self.wo, self.norm1, self.w_gate_up, self.w_down, self.norm2,
+                         self.w_qkv, self.cos, self.sin, self.head_dim, self.rotated_heads, self.eps)

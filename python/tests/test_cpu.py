@@ -7,7 +7,7 @@ import torch
 
 import coda
 from coda import _library as L
-from coda.ops.linear import gemm
+from coda.ops.matmul import gemm
 
 BF16 = torch.bfloat16
 
@@ -51,6 +51,21 @@ def test_fused_op_shapes_and_gradients():
     assert z.shape == (2, 5, 24) and h.shape == (2, 5, 64)
     (z.sum() + h.sum()).backward()
     assert residual.grad.shape == residual.shape and g.grad.shape == g.shape and w2.grad.shape == w2.shape
+
+
+def test_layer_shapes_and_gradients():
+    block = coda.nn.Layer(64, 48, heads=6, head_dim=16, rotated_heads=4, max_positions=32, device="meta")
+    attn, residual = meta(9, 64, grad=True), meta(9, 64, grad=True)
+    h2, qkv = block(attn, residual, meta(9, dtype=torch.int32))
+    assert h2.shape == (9, 64) and qkv.shape == (9, 96)
+    (h2.sum() + qkv.sum()).backward()
+    assert attn.grad.shape == (9, 64) and residual.grad.shape == (9, 64) and block.w_gate_up.grad.shape == (96, 64)
+    with pytest.raises(ValueError, match="coda.layer: w_down has shape"):
+        coda.layer(attn, residual, meta(9, dtype=torch.int32), block.wo, block.norm1, block.w_gate_up,
+                   meta(64, 40), block.norm2, block.w_qkv, block.cos, block.sin, 16, 4)
+    with pytest.raises(ValueError, match="coda.layer: rotated_heads 7"):
+        block.rotated_heads = 7
+        block(attn, residual, meta(9, dtype=torch.int32))
 
 
 @pytest.mark.parametrize("reduction,shape", [("mean", ()), ("sum", ()), ("none", (10,))])
@@ -214,7 +229,7 @@ class _StubLibrary:
 def stub_libcoda(monkeypatch):
     """CPU tensors accepted, libcoda stubbed, the backward ops registered for the CPU too."""
     from coda import _checks
-    from coda.ops import cross_entropy, rmsnorm, rope, swiglu
+    from coda.ops import cross_entropy, rmsnorm, rope, swiglu, transformer_layer
     stub = _StubLibrary(L.lib)
     monkeypatch.setattr(L, "lib", stub)
     monkeypatch.setattr(_checks, "DEVICES", ("cuda", "meta", "cpu"))
@@ -223,7 +238,8 @@ def stub_libcoda(monkeypatch):
     library = torch.library.Library("coda", "IMPL")
     for name, function in (("swiglu_backward", swiglu._swiglu_backward), ("rope_backward", rope._rope_backward),
                            ("residual_rmsnorm_backward", rmsnorm._backward_op),
-                           ("linear_cross_entropy_backward", cross_entropy._backward_op)):
+                           ("linear_cross_entropy_backward", cross_entropy._backward_op),
+                           ("layer_backward", transformer_layer._backward_op)):
         library.impl(name, function, "CPU")
     yield stub
     library._destroy()
@@ -252,15 +268,19 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
         loss = coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), reduction=reduction,
                                          label_smoothing=0.1)
         checks.append((loss, shape))
+    block = coda.nn.Layer(64, 48, heads=6, head_dim=16, rotated_heads=4, max_positions=32)
+    h2, qkv = block(cpu(15, 64), cpu(15, 64), torch.zeros(15, dtype=torch.int64))
+    checks += [(h2, (15, 64)), (qkv, (15, 96))]
     for out, shape in checks:
         assert out.shape == shape
     sum(out.float().sum() for out, _ in checks).backward()
+    assert block.norm1.grad.shape == (64,) and block.w_qkv.grad.shape == (96, 64)
     assert x.grad is not None and x.grad.shape == x.shape
     called = set(stub_libcoda.calls)
     assert {"coda_gemm", "coda_gemm_swiglu", "coda_gemm_swiglu_backward", "coda_gemm_rope", "coda_rope_backward",
             "coda_gemm_residual_rmsnorm", "coda_gemm_row_scale", "coda_row_scale_backward",
             "coda_gemm_residual_rmsnorm_backward", "coda_gemm_rmsnorm_weight_gradients", "coda_gemm_cross_entropy",
-            "coda_gemm_cross_entropy_backward"} <= called
+            "coda_gemm_cross_entropy_backward", "coda_layer_forward", "coda_layer_backward"} <= called
 
 
 def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libcoda):

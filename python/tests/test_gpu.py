@@ -144,6 +144,40 @@ def test_residual_rmsnorm_linear(m):
         assert rel(a, b) < 2e-2, name
 
 
+@pytest.mark.parametrize("tokens", [1, 77, 1024])
+def test_layer_against_fp64(tokens):
+    """coda.layer (the layer block) forward and every gradient against the same layer in fp64 autograd."""
+    torch.manual_seed(9)
+    hidden, ffn, head_dim, heads, rotated = 256, 384, 64, 12, 8
+    block = coda.nn.Layer(hidden, ffn, heads, head_dim, rotated, max_positions=4096, device="cuda")
+    with torch.no_grad():
+        for w in (block.wo, block.w_gate_up, block.w_down, block.w_qkv):
+            w.normal_(0, w.shape[1] ** -0.5)
+        block.norm1.uniform_(0.5, 1.5), block.norm2.uniform_(0.5, 1.5)
+    attn, residual = rand(tokens, hidden, grad=True), rand(tokens, hidden, scale=2.0, grad=True)
+    positions = torch.randint(0, 4096, (tokens,), device="cuda", dtype=torch.int32)
+    poison()
+    h2, qkv = block(attn, residual, positions)
+    leaves = [t.detach().double().requires_grad_(True) for t in
+              (attn, residual, block.wo, block.norm1, block.w_gate_up, block.w_down, block.norm2, block.w_qkv)]
+    a, r, wo, g1, wgu, wd, g2, wqkv = leaves
+
+    def norm(h, g):
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + block.eps) * g
+
+    h1 = r + a @ wo.t()
+    ref_h2 = h1 + swiglu_reference(norm(h1, g1), wgu, wd)
+    ref_qkv = rope_reference(norm(ref_h2, g2) @ wqkv.t(), positions, block.cos, block.sin, head_dim, rotated)
+    assert rel(h2, ref_h2) < 1e-2 and rel(qkv, ref_qkv) < 1e-2
+    dh2, dqkv = rand(tokens, hidden), rand(tokens, heads * head_dim)
+    ours = torch.autograd.grad((h2, qkv), (attn, residual, block.wo, block.norm1, block.w_gate_up, block.w_down,
+                                           block.norm2, block.w_qkv), (dh2, dqkv))
+    theirs = torch.autograd.grad((ref_h2, ref_qkv), leaves, (dh2.double(), dqkv.double()))
+    for name, x, y in zip(("attn_out", "residual", "wo", "norm1", "w_gate_up", "w_down", "norm2", "w_qkv"), ours,
+                          theirs):
+        assert rel(x, y) < 2e-2, name
+
+
 def cross_entropy_reference(x, w, targets, ignore_index, label_smoothing, z_loss, softcap, reduction):
     logits = x.double() @ w.double().t()
     if softcap:

@@ -13,22 +13,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from c_abi_check import (BF16, F32, I32, OK, Memory, Tensor, check, expect_refused, expect_runs, finish,
+from c_abi_check import (BF16, F32, I32, OK, Memory, Tensor, _abi, check, expect_refused, expect_runs, finish,
                          ref, relative_error, start, stream, torch, view)
 
 
-class LayerWeights(ctypes.Structure):
-    _fields_ = [(name, Tensor) for name in ("wo", "norm1", "w_gate_up", "w_down", "norm2", "w_qkv", "cos", "sin")] + \
-               [("head_dim", ctypes.c_int32), ("rotated_heads", ctypes.c_int32), ("eps", ctypes.c_float)]
-
-
-class LayerSaved(ctypes.Structure):
-    _fields_ = [(name, Tensor) for name in ("h1", "rstd1", "pre_activation", "activation", "rstd2")]
-
-
-class LayerGradients(ctypes.Structure):
-    _fields_ = [(name, Tensor)
-                for name in ("attn_out", "residual", "wo", "norm1", "w_gate_up", "w_down", "norm2", "w_qkv")]
+LayerWeights, LayerSaved, LayerGradients = _abi.LayerWeights, _abi.LayerSaved, _abi.LayerGradients
 
 
 # ---- the layer in torch, with coda's conventions: gate and up rows interleaved in w_gate_up, the

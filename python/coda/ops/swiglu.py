@@ -14,7 +14,7 @@ import torch
 
 from .. import _checks as checks
 from .. import _library as L
-from .linear import gemm, linear
+from .matmul import gemm, linear
 
 _lib = torch.library.Library("coda", "FRAGMENT")
 _lib.define("swiglu_linear(Tensor x, Tensor w_gate_up, bool save_pre_activation) -> (Tensor, Tensor)")

@@ -4,8 +4,10 @@
     y = coda.mm(a, b)            # a (M, K) @ b (K, N), like torch.mm
 
 An operand whose transpose is contiguous (x.t(), weight.t() views) runs as an MN-major operand with
-no copy; other layouts are copied to contiguous rows first. Gradients run on coda's GEMM too:
-dx = dy @ weight (weight MN-major), dweight = dy.T @ x (both MN-major).
+no copy; other layouts are copied into whichever layout has 16-byte-aligned rows. Gradients run on
+coda's GEMM too: dx = dy @ weight (weight MN-major), dweight = dy.T @ x (both MN-major). Eager calls
+on plain CUDA tensors skip torch's dispatcher (a plan cached per shape; with gradients a
+torch.autograd.Function); torch.compile and dispatch modes see the custom op torch.ops.coda.linear.
 """
 import torch
 
