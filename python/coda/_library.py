@@ -167,7 +167,7 @@ def kernel(library, name, checked=True):
     return register
 
 
-_Tensor = torch.Tensor
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def eager(*tensors):
@@ -176,7 +176,7 @@ def eager(*tensors):
     function mode. Anything else takes the custom op, so modes and tracers see it. Gradients may be
     needed: the op's eager path records them with a torch.autograd.Function of the same formula."""
     for t in tensors:
-        if type(t) is not _Tensor or not t.is_cuda:
+        if type(t) not in _PLAIN or not t.is_cuda:
             return False
     return not (torch._C._is_any_autocast_enabled() or torch.compiler.is_compiling()
                 or torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled())

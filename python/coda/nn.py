@@ -48,6 +48,8 @@ class SwiGLUMLP(torch.nn.Module):
         with torch.no_grad():
             mlp.w_gate_up.copy_(ops.interleave_gate_up(gate.weight, up.weight))
             mlp.w_down.copy_(down.weight)
+        mlp.w_gate_up.requires_grad_(gate.weight.requires_grad or up.weight.requires_grad)
+        mlp.w_down.requires_grad_(down.weight.requires_grad)
         return mlp
 
     def forward(self, x):

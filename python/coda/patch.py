@@ -7,9 +7,13 @@
 What it replaces: each decoder layer's MLP (gate/up/down with SiLU) by coda.nn.SwiGLUMLP (gate and up
 rows interleaved once, a copy of the weights), and, when labels are given, the LM head and the
 loss by coda.linear_cross_entropy (the logits are not computed: the output's `logits` is None).
-Attention, the norms and the residual adds stay Hugging Face's.
+Attention, the norms and the residual adds stay Hugging Face's. Models whose head scales or caps its
+logits (Cohere, Granite, Gemma 2) keep their own loss. The new modules keep each weight's
+requires_grad (frozen weights stay frozen); their parameter names differ (mlp.w_gate_up, mlp.w_down),
+so save checkpoints from an unpatched model (coda.split_gate_up gives gate and up back).
 """
-import types
+import functools
+import inspect
 
 import torch
 
@@ -34,23 +38,46 @@ def _is_llama_mlp(module):
             and _is_silu(getattr(module, "act_fn", None)))
 
 
-def _causal_lm_forward(self, input_ids=None, labels=None, **kwargs):
-    """The patched forward: with labels, the fused LM head + loss (Hugging Face's shift: token t predicts
-    t + 1, the last position ignored; mean over non-ignored tokens, or sum / num_items_in_batch)."""
-    if labels is None:
-        return self._coda_original_forward(input_ids=input_ids, **kwargs)
-    num_items = kwargs.pop("num_items_in_batch", None)
-    kwargs.pop("logits_to_keep", None)
-    outputs = self.model(input_ids=input_ids, **kwargs)
-    hidden = outputs.last_hidden_state
-    targets = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
-    loss = ops.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, targets.reshape(-1),
-                                    reduction="mean" if num_items is None else "sum")
-    if num_items is not None:
-        loss = loss / num_items
-    from transformers.modeling_outputs import CausalLMOutputWithPast
-    rest = {key: value for key, value in outputs.items() if key != "last_hidden_state"}  # cache, hidden states
-    return CausalLMOutputWithPast(loss=loss, logits=None, **rest)
+_LOSS_KWARGS = ("num_items_in_batch", "logits_to_keep", "num_logits_to_keep", "return_dict")
+# Heads that scale or cap their logits (Cohere, Granite, Gemma 2): their loss is not plain cross-entropy
+# of the head's product, so their forward stays Hugging Face's.
+_LOGIT_TRANSFORMS = ("logit_scale", "logits_scaling", "final_logit_softcapping")
+
+
+def _fused_loss_forward(model):
+    """model.forward with, when labels are given, the LM head + loss fused (Hugging Face's shift: token t
+    predicts t + 1, the last position ignored; mean over non-ignored tokens, or sum / num_items_in_batch).
+    Arguments bind as the original forward's (positional ones included); its signature is kept, so tools
+    that inspect it (Trainer's column filter) see the same parameters."""
+    original = model.forward
+    signature = inspect.signature(original)
+    var_keyword = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+    @functools.wraps(original)
+    def forward(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        arguments.update(arguments.pop(var_keyword, {}) if var_keyword else {})
+        labels = arguments.pop("labels", None)
+        if labels is None or "shift_labels" in arguments:  # nothing to fuse, or a loss option coda lacks
+            return original(*args, **kwargs)
+        options = {name: arguments.pop(name, None) for name in _LOSS_KWARGS}
+        return_dict = options["return_dict"]
+        if return_dict is None:
+            return_dict = getattr(model.config, "return_dict", True)
+        outputs = model.model(**arguments, return_dict=True)
+        hidden = outputs.last_hidden_state
+        targets = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+        num_items = options["num_items_in_batch"]
+        loss = ops.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), model.lm_head.weight,
+                                        targets.reshape(-1), reduction="mean" if num_items is None else "sum")
+        if num_items is not None:
+            loss = loss / num_items
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+        rest = {key: value for key, value in outputs.items() if key != "last_hidden_state"}  # cache, hidden states
+        result = CausalLMOutputWithPast(loss=loss, logits=None, **rest)
+        return result if return_dict else result.to_tuple()
+
+    return forward
 
 
 def patch(model):
@@ -70,7 +97,8 @@ def patch(model):
         raise ValueError("coda.patch: found no LLaMA-style MLP (gate_proj, up_proj, down_proj nn.Linear without "
                          "bias, act_fn SiLU) in the model")
     head = getattr(model, "lm_head", None)
-    if isinstance(head, torch.nn.Linear) and head.bias is None and hasattr(model, "model"):
-        model._coda_original_forward = model.forward
-        model.forward = types.MethodType(_causal_lm_forward, model)
+    config = getattr(model, "config", None)
+    transformed = any(getattr(config, name, None) not in (None, 1, 1.0) for name in _LOGIT_TRANSFORMS)
+    if isinstance(head, torch.nn.Linear) and head.bias is None and hasattr(model, "model") and not transformed:
+        model.forward = _fused_loss_forward(model)
     return model

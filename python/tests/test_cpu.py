@@ -178,6 +178,26 @@ def test_weight_layout_helpers():
     assert torch.allclose(torch.atan2(sin[5, 1], cos[5, 1]), torch.tensor(5 * 10000.0 ** (-2 / 8)))
 
 
+def test_operand_layouts_read_in_place_only_without_overlap():
+    from coda.ops.matmul import _layout
+    assert _layout("x", torch.empty(16, 64)) == (L.K_MAJOR, True)
+    assert _layout("x", torch.empty(64, 16).t()) == (L.MN_MAJOR, True)
+    assert _layout("x", torch.empty(1, 64).expand(16, 64)) == (L.K_MAJOR, False)  # rows overlap: copied
+    assert _layout("x", torch.empty(16, 1024)[:, 8:72]) == (L.K_MAJOR, True)  # a column slice, rows 1024 apart
+    assert _layout("x", torch.empty(16, 68)[:, :60]) == (L.MN_MAJOR, False)  # K = 60: copied transposed
+
+
+def test_from_linears_keeps_frozen_weights_frozen():
+    gate, up, down = torch.nn.Linear(16, 8, bias=False), torch.nn.Linear(16, 8, bias=False), \
+        torch.nn.Linear(8, 16, bias=False)
+    for layer in (gate, up, down):
+        layer.weight.requires_grad_(False)
+    mlp = coda.nn.SwiGLUMLP.from_linears(gate, up, down)
+    assert not mlp.w_gate_up.requires_grad and not mlp.w_down.requires_grad
+    with pytest.raises(ValueError, match="rotated_heads 3 must be in"):
+        coda.rotate_half_to_interleaved(torch.empty(32, 4), head_dim=16, rotated_heads=3)
+
+
 def test_nn_modules_hold_op_layouts():
     mlp = coda.nn.SwiGLUMLP(64, 32, device="meta")
     assert mlp.w_gate_up.shape == (64, 64) and mlp(meta(3, 64)).shape == (3, 64)
@@ -299,3 +319,9 @@ def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libco
         assert model.model.layers[0].mlp.w_gate_up.grad.shape == (256, 64)
         assert model.lm_head.weight.grad is not None
     assert model(input_ids=ids).logits.shape == (2, 16, 256)  # without labels: Hugging Face's own forward
+    # the original signature (Trainer filters dataset columns by it), positional arguments, return_dict=False
+    import inspect
+    assert "attention_mask" in inspect.signature(model.forward).parameters
+    mask = torch.ones_like(ids)
+    out = model(ids, mask, labels=ids, return_dict=False)
+    assert isinstance(out, tuple) and out[0].shape == ()

@@ -96,15 +96,15 @@ def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap,
 
 @torch.library.register_fake("coda::linear_cross_entropy_backward")
 def _backward_fake(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction):
-    return torch.empty_like(x), torch.empty_like(weight)
+    return x.new_empty(x.shape), weight.new_empty(weight.shape)
 
 
 @L.kernel(_lib, "linear_cross_entropy_backward", checked=False)
 def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction):
-    x, weight, targets = checks.rows(x), checks.rows(weight), checks.vector(targets)
+    x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
     grad_loss = grad_loss.reshape(-1).float().contiguous()
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
-    grad_x, grad_w = torch.empty_like(x), torch.empty_like(weight)
+    grad_x, grad_w = x.new_empty(x.shape), weight.new_empty(weight.shape)
     bytes_ = L.workspace_bytes("coda_cross_entropy_backward_workspace_bytes", x.shape[0], weight.shape[0],
                                x.shape[1], 0)
     with L.on_device(x.device):

@@ -24,9 +24,9 @@ def _layout(name, t):
     elements; else copied into whichever of the two layouts has rows of a multiple of 8."""
     rows, k = t.shape
     s0, s1 = t.stride()
-    if (s1 == 1 or k == 1) and (s0 % 8 == 0 or rows == 1):
+    if (s1 == 1 or k == 1) and (rows == 1 or (s0 % 8 == 0 and s0 >= k)):  # rows apart, not overlapping
         return L.K_MAJOR, True
-    if rows > 1 and s0 == 1 and (s1 % 8 == 0 or k == 1):
+    if rows > 1 and s0 == 1 and (k == 1 or (s1 % 8 == 0 and s1 >= rows)):
         return L.MN_MAJOR, True
     if k % 8 == 0:
         return L.K_MAJOR, False
@@ -117,11 +117,13 @@ torch.library.register_autograd("coda::linear", _backward, setup_context=_setup)
 
 
 class _Plan:
-    """A validated eager call of one shape: the coda_tensor structs (only pointers change), majors, workspace."""
+    """A validated eager call of one shape: the coda_tensor structs (only pointers change), majors, workspace.
+    Made only for operands libcoda reads in place (the structs then describe every later call's tensors)."""
 
     def __init__(self, x, weight, layouts):
         x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
         (a, self.a_major), (b, self.b_major) = _operand(x2, layouts[0]), _operand(weight, layouts[1])
+        self.in_place = a.data_ptr() == x.data_ptr() and b.data_ptr() == weight.data_ptr()
         self.out_shape = (*x.shape[:-1], weight.shape[0])
         out = x.new_empty(x2.shape[0], weight.shape[0])
         self.a, self.b, self.c = (L.struct(t) for t in (a, b, out))
@@ -147,12 +149,16 @@ def _linear_eager(x, weight):
            weight.get_device())
     plans = _plans.by_key
     plan = plans.get(key)
+    device = x.get_device()
     if plan is None:
         layouts = _check(x, weight)
-        in_place = layouts[0][1] and layouts[1][1] and (x.dim() == 2 or x.is_contiguous())
-        plan = plans[key] = _Plan(x, weight, layouts) if in_place else False
-    device = x.get_device()
-    if not plan or (x.data_ptr() | weight.data_ptr()) % 16 or device != torch._C._cuda_getDevice():
+        if not (layouts[0][1] and layouts[1][1] and (x.dim() == 2 or x.is_contiguous())):
+            plan = plans[key] = False  # this shape and these strides always need a copy
+        elif (x.data_ptr() | weight.data_ptr()) % 16 == 0 and device == torch._C._cuda_getDevice():
+            plan = _Plan(x, weight, layouts)
+            if plan.in_place:
+                plans[key] = plan
+    if not plan or not plan.in_place or (x.data_ptr() | weight.data_ptr()) % 16 or device != torch._C._cuda_getDevice():
         return _linear(x, weight)
     out = x.new_empty(plan.out_shape)
     plan.a.data, plan.b.data, plan.c.data = x.data_ptr(), weight.data_ptr(), out.data_ptr()

@@ -82,7 +82,7 @@ def _forward(x, w1, residual, norm_weight, w2, eps):
 
 @torch.library.register_fake("coda::residual_rmsnorm_backward")
 def _backward_fake(grad_z, z, grad_h, h, rstd, norm_weight, w2):
-    return h.new_empty(h.shape), torch.empty_like(w2), torch.empty_like(norm_weight)
+    return h.new_empty(h.shape), w2.new_empty(w2.shape), norm_weight.new_empty(norm_weight.shape)
 
 
 @L.kernel(_lib, "residual_rmsnorm_backward", checked=False)
@@ -90,11 +90,12 @@ def _backward_op(grad_z, z, grad_h, h, rstd, norm_weight, w2):
     """(dh, dW2, dg) from dz (2-D) and the gradient reaching h from later layers (grad_h, may be None)."""
     dz, z, h = checks.rows(grad_z), checks.rows(z), checks.rows(h)
     grad_h = checks.rows(grad_h) if grad_h is not None else None
+    w2, norm_weight, rstd = checks.rows(w2), checks.vector(norm_weight), checks.vector(rstd)
     m, n2 = dz.shape
     device, stream = dz.device, L.stream(dz.device)
-    dzs = torch.empty_like(dz)
+    dzs = dz.new_empty(dz.shape)
     row_dots = dz.new_empty(m, L.row_partial_count(n2), dtype=torch.float32)
-    dh, dw2, dg = torch.empty_like(h), torch.empty_like(w2), torch.empty_like(norm_weight)
+    dh, dw2, dg = h.new_empty(h.shape), w2.new_empty(w2.shape), norm_weight.new_empty(norm_weight.shape)
     bytes_h = L.workspace_bytes("coda_residual_rmsnorm_backward_workspace_bytes", m)
     bytes_w = L.workspace_bytes("coda_rmsnorm_weight_gradients_workspace_bytes", n2, h.shape[1])
     with L.on_device(device):

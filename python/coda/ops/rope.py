@@ -76,8 +76,8 @@ def _backward_fake(grad_output, positions, cos, sin, head_dim, rotated_heads):
 @L.kernel(_lib, "rope_backward", checked=False)
 def _rope_backward(grad_output, positions, cos, sin, head_dim, rotated_heads):
     dz = checks.rows(grad_output)
-    pos = checks.vector(positions.reshape(-1))
-    dy = torch.empty_like(dz)
+    pos, cos, sin = checks.vector(positions.reshape(-1)), checks.vector(cos), checks.vector(sin)
+    dy = dz.new_empty(dz.shape)
     with L.on_device(dz.device):
         L.call(L.lib.coda_rope_backward, L.view("dz", dz), L.view("pos", pos), L.view("cos", cos),
                L.view("sin", sin), head_dim, rotated_heads, L.view("dy", dy), None, None, None, L.stream(dz.device))
@@ -122,7 +122,12 @@ def rope_cache(max_positions, head_dim, theta=10000.0, device=None):
 def rotate_half_to_interleaved(weight, head_dim, rotated_heads):
     """A rotate-half (Hugging Face) projection's rows in coda's interleaved order: within each of the first
     rotated_heads heads, new row 2i = old row i and new row 2i + 1 = old row i + head_dim / 2."""
+    if head_dim <= 0 or head_dim % 2 or weight.shape[0] % head_dim:
+        raise ValueError(f"coda.rotate_half_to_interleaved: head_dim {head_dim} must be even and divide weight's "
+                         f"rows ({weight.shape[0]})")
     heads = weight.shape[0] // head_dim
+    if not 0 <= rotated_heads <= heads:
+        raise ValueError(f"coda.rotate_half_to_interleaved: rotated_heads {rotated_heads} must be in [0, {heads}]")
     order = torch.arange(weight.shape[0], device=weight.device).view(heads, head_dim)
     half = torch.arange(head_dim // 2, device=weight.device)
     interleaved = torch.stack((half, half + head_dim // 2), dim=1).reshape(-1)

@@ -131,7 +131,8 @@ def _swiglu_backward_fake(grad_output, w_down, pre_activation):
 def _swiglu_backward(grad_output, w_down, pre_activation):
     """(dY, O): dY = SwiGLU'(Y) * (dP W_down) and O = silu(g) u recomputed, from one GEMM (2-D inputs)."""
     dp, w = checks.rows(grad_output), checks.rows(w_down)
-    dy = torch.empty_like(pre_activation)
+    pre_activation = checks.rows(pre_activation)
+    dy = pre_activation.new_empty(pre_activation.shape)
     out = pre_activation.new_empty(pre_activation.shape[0], w.shape[1])
     with L.on_device(dp.device):
         L.call(L.lib.coda_gemm_swiglu_backward, L.view("dp", dp), L.view("w", w), L.view("y", pre_activation),

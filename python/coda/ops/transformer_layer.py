@@ -41,7 +41,8 @@ def _check(attn_out, residual, positions, wo, norm1, w_gate_up, w_down, norm2, w
     checks.tensor(_OP, "cos", cos, (torch.float32,), rank=2)
     checks.tensor(_OP, "sin", sin, (torch.float32,), rank=2)
     checks.same_device(_OP, (("attn_out", attn_out), ("residual", residual), ("positions", positions), ("wo", wo),
-                             ("w_gate_up", w_gate_up), ("w_qkv", w_qkv), ("cos", cos)))
+                             ("norm1", norm1), ("w_gate_up", w_gate_up), ("w_down", w_down), ("norm2", norm2),
+                             ("w_qkv", w_qkv), ("cos", cos), ("sin", sin)))
     tokens, hidden = attn_out.shape
     checks.size(_OP, "wo", tuple(wo.shape), (hidden, hidden), "shape")
     checks.size(_OP, "residual", tuple(residual.shape), (tokens, hidden), "shape")
@@ -113,7 +114,7 @@ def _forward(attn_out, residual, positions, *weight_args):
 
 @torch.library.register_fake("coda::layer_backward")
 def _backward_fake(grad_h2, grad_qkv, attn_out, positions, h2, qkv, h1, rstd1, pre, act, rstd2, *weights):
-    return (torch.empty_like(attn_out), torch.empty_like(attn_out)) + tuple(torch.empty_like(w) for w in weights[:6])
+    return tuple(t.new_empty(t.shape) for t in (attn_out, attn_out, *weights[:6]))
 
 
 @L.kernel(_lib, "layer_backward", checked=False)
@@ -122,7 +123,7 @@ def _backward_op(grad_h2, grad_qkv, attn_out, positions, h2, qkv, h1, rstd1, pre
     x, pos = checks.rows(attn_out), checks.vector(positions)
     dh2, dqkv = checks.rows(grad_h2), checks.rows(grad_qkv)
     saved_struct = L.LayerSaved(*(L.struct(t) for t in (h1, rstd1, pre, act, rstd2)))
-    grads = (torch.empty_like(x), torch.empty_like(x)) + tuple(torch.empty_like(w) for w in kept[:6])
+    grads = tuple(t.new_empty(t.shape) for t in (x, x, *kept[:6]))
     grads_struct = L.LayerGradients(*(L.struct(t) for t in grads))
     _run(L.lib.coda_layer_backward, weights, kept, x, L.view("x", x), L.view("pos", pos), L.view("h2", h2),
          L.view("qkv", qkv), L.ctypes.byref(saved_struct), L.view("dh2", dh2), L.view("dqkv", dqkv),
