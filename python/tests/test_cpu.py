@@ -325,3 +325,24 @@ def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libco
     mask = torch.ones_like(ids)
     out = model(ids, mask, labels=ids, return_dict=False)
     assert isinstance(out, tuple) and out[0].shape == ()
+
+
+def test_eager_plan_cache_against_the_stub(stub_libcoda, monkeypatch):
+    """coda.linear's eager path (no dispatcher, plans cached per shape) on CPU tensors with libcoda stubbed:
+    a plan is kept only for operands read in place; overlapping or misaligned ones take the copying path."""
+    from coda.ops import matmul
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: -1)  # a CPU tensor's get_device()
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0)
+    monkeypatch.setattr(matmul._plans, "by_key", {})
+    x, w = torch.randn(16, 64).to(BF16), torch.randn(32, 64).to(BF16)
+    for _ in range(2):
+        assert matmul._linear_eager(x, w).shape == (16, 32)
+    assert [bool(plan) and plan.in_place for plan in matmul._plans.by_key.values()] == [True]
+    plan = next(iter(matmul._plans.by_key.values()))
+    assert (plan.a.data, plan.b.data) == (x.data_ptr(), w.data_ptr())
+    overlapping = torch.randn(1, 64).to(BF16).expand(16, 64)
+    assert matmul._linear_eager(overlapping, w).shape == (16, 32)
+    assert matmul._plans.by_key[(overlapping.shape, overlapping.stride(), w.shape, w.stride(), BF16, BF16, -1,
+                                 -1)] is False
+    assert matmul._linear_eager(x.t().contiguous().t(), w.t().contiguous().t()).shape == (16, 32)  # MN-major, cached
+    assert stub_libcoda.calls.count("coda_gemm") == 4
