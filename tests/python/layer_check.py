@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from c_abi_check import (BF16, F32, I32, OK, Memory, Tensor, _abi, check, expect_refused, expect_runs, finish,
+from c_abi_check import (BF16, F32, I32, OK, Memory, _abi, check, expect_refused, expect_runs, finish,
                          ref, relative_error, start, stream, torch, view)
 
 

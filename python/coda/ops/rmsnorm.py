@@ -14,7 +14,6 @@ import torch
 
 from .. import _checks as checks
 from .. import _library as L
-from .matmul import gemm
 from .swiglu import _input_and_weight_grads
 
 _lib = torch.library.Library("coda", "FRAGMENT")
