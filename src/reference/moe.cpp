@@ -13,13 +13,13 @@
 namespace coda::reference {
 namespace {
 
-constexpr int64_t kMaxExperts = 256;  // one GPU tile holds every expert of a token
+constexpr int64_t kMaxExperts = 512;  // the router's range: wider than one GPU tile, tiles' candidates merge
 
 // `experts_argument` names the argument whose extent E is.
 void check_options(ArgumentCheck& check, std::string_view experts_argument, int64_t experts,
                    const RoutingOptions& options) {
   check.require(experts >= 1 && experts <= kMaxExperts, experts_argument, "holds ", experts,
-                " experts but must hold 1 to ", kMaxExperts, " (one GPU tile)");
+                " experts but must hold 1 to ", kMaxExperts);
   check.require(options.k >= 1 && options.k <= experts, "options.k", "is ", options.k, " but must lie in [1, ", experts,
                 "] (the number of experts)");
   const bool sigmoid_bias = options.mode == RoutingMode::sigmoid_bias;
@@ -133,6 +133,21 @@ Routing route(const Matrix& scores, const RoutingOptions& options) {
   for (int64_t m = 0; m < scores.rows; ++m)
     route_row(scores.row(m), scores.cols, options, out.weights.row(m), out.ids.data() + m * options.k);
   return out;
+}
+
+std::vector<int32_t> Routing::token_expert_indices() const {
+  const int64_t tokens = weights.rows, k = weights.cols;
+  std::vector<int32_t> out(std::size_t(tokens * k));
+  for (int64_t m = 0; m < tokens; ++m)
+    for (int64_t slot = 0; slot < k; ++slot) out[std::size_t(m * k + slot)] = int32_t(slot * tokens + m);
+  return out;
+}
+
+std::vector<int64_t> Routing::expert_counts(int64_t experts) const {
+  std::vector<int64_t> counts(std::size_t(std::max<int64_t>(experts, 0)), 0);
+  for (int32_t id : ids)
+    if (id >= 0 && id < experts) ++counts[std::size_t(id)];
+  return counts;
 }
 
 Routing moe_route(const Matrix& x, const Matrix& router_weight, const RoutingOptions& options) {

@@ -50,9 +50,16 @@ struct Routing {
   std::vector<int32_t> ids;  // M x k, row-major; -1 in slots no selectable expert could fill
 
   int32_t id(int64_t m, int64_t slot) const { return ids[std::size_t(m * weights.cols + slot)]; }
+
+  /// What the dispatch after routing reads (vLLM's layout): M x k, slot j of token m holds j * M + m,
+  /// the row of the (slot-major) list of token copies that entry becomes.
+  std::vector<int32_t> token_expert_indices() const;
+  /// Tokens routed to each of `experts` experts (the histogram the dispatch sizes its buffers by);
+  /// empty slots (id -1) count nowhere.
+  std::vector<int64_t> expert_counts(int64_t experts) const;
 };
 
-/// Route from the scores (M x E, 1 <= E <= 256). Besides the rules above: E must be a multiple of
+/// Route from the scores (M x E, 1 <= E <= 512). Besides the rules above: E must be a multiple of
 /// n_group with at least two experts per group when n_group > 1, and k <= topk_group * E / n_group.
 Routing route(const Matrix& scores, const RoutingOptions& options);
 
