@@ -106,15 +106,20 @@ def stream(device):
 _sizes = {}
 
 
-def workspace_bytes(query, *args):
-    """A workspace size query (size_t* last), cached by its arguments (plain integers)."""
-    key = (query, args)
+def cached_size(key, query, *args):
+    """What a size query (a libcoda function whose last argument is a size_t*) answers for `args`, asked once
+    per `key` (the arguments the answer depends on, hashable)."""
     size = _sizes.get(key)
     if size is None:
         out = ctypes.c_size_t()
-        call(getattr(lib, query), *args, ctypes.byref(out))
+        call(query, *args, ctypes.byref(out))
         size = _sizes[key] = out.value
     return size
+
+
+def workspace_bytes(query, *args):
+    """A workspace size query by name whose arguments are plain integers (they are the key)."""
+    return cached_size((query, args), getattr(lib, query), *args)
 
 
 def workspace(bytes_, device):

@@ -65,19 +65,6 @@ def _options(ignore_index, label_smoothing, z_loss, softcap, reduction):
     return options
 
 
-_forward_bytes = {}
-
-
-def _forward_workspace_bytes(m, vocab, options):
-    key = (m, vocab, id(options))  # options structs live in _options_cache for the process's life
-    bytes_ = _forward_bytes.get(key)
-    if bytes_ is None:
-        size = L.ctypes.c_size_t()
-        L.call(L.lib.coda_cross_entropy_workspace_bytes, m, vocab, L.ctypes.byref(options), L.ctypes.byref(size))
-        bytes_ = _forward_bytes[key] = size.value
-    return bytes_
-
-
 @L.kernel(_lib, "linear_cross_entropy")
 def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction):
     _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction)
@@ -85,7 +72,9 @@ def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap,
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
     loss = x.new_empty(x.shape[0] if reduction == "none" else 1, dtype=torch.float32)
     lse = x.new_empty(x.shape[0], dtype=torch.float32)
-    bytes_ = _forward_workspace_bytes(x.shape[0], weight.shape[0], options)
+    m, vocab = x.shape[0], weight.shape[0]  # options structs live in _options_cache: id() is a stable key
+    bytes_ = L.cached_size(("cross_entropy", m, vocab, id(options)), L.lib.coda_cross_entropy_workspace_bytes, m,
+                           vocab, L.ctypes.byref(options))
     with L.on_device(x.device):
         ws = L.workspace(bytes_, x.device)
         L.call(L.lib.coda_gemm_cross_entropy, L.view("x", x), L.view("w", weight), L.view("t", targets),

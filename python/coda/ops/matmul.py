@@ -66,7 +66,10 @@ def _operand(t, layout):
     return t.new_empty(stored.shape).copy_(stored), major
 
 
-_gemm_workspace = {}
+def _gemm_workspace_bytes(a, a_major, b, b_major, out, va, vb, vc):
+    """coda_gemm's split-K workspace for these shapes and majors (asked once per shape)."""
+    key = ("gemm", a.shape, a_major, b.shape, b_major, out.shape, out.dtype)
+    return L.cached_size(key, L.lib.coda_gemm_workspace_bytes, va, a_major, vb, b_major, vc)
 
 
 def gemm(a, b, out, layouts=None):
@@ -75,12 +78,7 @@ def gemm(a, b, out, layouts=None):
     a_layout, b_layout = layouts or (_layout("a", a), _layout("b", b))
     (a, a_major), (b, b_major) = _operand(a, a_layout), _operand(b, b_layout)
     va, vb, vc = L.view("a", a), L.view("b", b), L.view("c", out)
-    key = (a.shape, a_major, b.shape, b_major, out.shape, out.dtype)
-    bytes_ = _gemm_workspace.get(key)
-    if bytes_ is None:
-        size = L.ctypes.c_size_t()
-        L.call(L.lib.coda_gemm_workspace_bytes, va, a_major, vb, b_major, vc, L.ctypes.byref(size))
-        bytes_ = _gemm_workspace[key] = size.value
+    bytes_ = _gemm_workspace_bytes(a, a_major, b, b_major, out, va, vb, vc)
     ws = L.workspace(bytes_, out.device) if bytes_ else None
     L.call(L.lib.coda_gemm, va, a_major, vb, b_major, vc, ws.data_ptr() if ws is not None else None, bytes_,
            L.stream(out.device))
@@ -102,15 +100,20 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, weight if ctx.needs_input_grad[0] else None)
 
 
+def input_and_weight_grads(ctx, dy, x, w):
+    """dx = dy W and dW = dy^T x for y = x W^T, each on coda's GEMM when ctx says its input needs a gradient
+    (x, w: the first two inputs). dx takes x's shape; x may be None (not saved) when dW is not needed, and
+    dx then takes dy's leading shape. Every projection op's backward ends with it."""
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    lead = dy.shape[:-1] if x is None else x.shape[:-1]
+    dx = linear(dy2, w.t()).view(*lead, w.shape[1]) if ctx.needs_input_grad[0] else None
+    dw = linear(dy2.t(), x.reshape(-1, x.shape[-1]).t()) if ctx.needs_input_grad[1] else None
+    return dx, dw
+
+
 def _backward(ctx, dy):
     x, weight = ctx.saved_tensors
-    dy2 = dy.reshape(-1, dy.shape[-1])
-    dx = dw = None
-    if ctx.needs_input_grad[0]:
-        dx = linear(dy2, weight.t()).view(*dy.shape[:-1], weight.shape[1])
-    if ctx.needs_input_grad[1]:
-        dw = linear(dy2.t(), x.reshape(-1, x.shape[-1]).t())
-    return dx, dw
+    return input_and_weight_grads(ctx, dy, x, weight)
 
 
 torch.library.register_autograd("coda::linear", _backward, setup_context=_setup)
@@ -128,10 +131,7 @@ class _Plan:
         out = x.new_empty(x2.shape[0], weight.shape[0])
         self.a, self.b, self.c = (L.struct(t) for t in (a, b, out))
         self.args = tuple(L.ctypes.byref(s) for s in (self.a, self.b, self.c))
-        size = L.ctypes.c_size_t()
-        L.call(L.lib.coda_gemm_workspace_bytes, self.args[0], self.a_major, self.args[1], self.b_major, self.args[2],
-               L.ctypes.byref(size))
-        self.workspace_bytes = size.value
+        self.workspace_bytes = _gemm_workspace_bytes(a, self.a_major, b, self.b_major, out, *self.args)
 
 
 class _Plans(L.threading.local):

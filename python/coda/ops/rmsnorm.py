@@ -14,7 +14,7 @@ import torch
 
 from .. import _checks as checks
 from .. import _library as L
-from .swiglu import _input_and_weight_grads
+from .matmul import input_and_weight_grads
 
 _lib = torch.library.Library("coda", "FRAGMENT")
 _lib.define("residual_rmsnorm_linear(Tensor x, Tensor w1, Tensor residual, Tensor norm_weight, Tensor w2, "
@@ -121,7 +121,7 @@ def _backward(ctx, grad_z, grad_h, _grad_rstd):
     dh, dw2, dg = torch.ops.coda.residual_rmsnorm_backward(
         flat(grad_z), flat(z), flat(grad_h) if grad_h is not None else None, flat(h), rstd.reshape(-1),
         norm_weight, w2)
-    dx, dw1 = _input_and_weight_grads(ctx, dh, x, w1)
+    dx, dw1 = input_and_weight_grads(ctx, dh, x, w1)
     d_residual = dh.view(h.shape) if ctx.needs_input_grad[2] else None
     return dx, dw1, d_residual, dg, dw2, None
 

@@ -14,7 +14,7 @@ import torch
 
 from .. import _checks as checks
 from .. import _library as L
-from .swiglu import _input_and_weight_grads
+from .matmul import input_and_weight_grads
 
 _lib = torch.library.Library("coda", "FRAGMENT")
 _lib.define("rope_linear(Tensor x, Tensor weight, Tensor positions, Tensor cos, Tensor sin, int head_dim, "
@@ -94,7 +94,7 @@ def _backward(ctx, grad_output):
     x, weight, positions, cos, sin = ctx.saved_tensors
     dz = grad_output.reshape(-1, grad_output.shape[-1])
     dy = torch.ops.coda.rope_backward(dz, positions, cos, sin, ctx.head_dim, ctx.rotated_heads)
-    return _input_and_weight_grads(ctx, dy, x, weight) + (None,) * 5
+    return input_and_weight_grads(ctx, dy, x, weight) + (None,) * 5
 
 
 torch.library.register_autograd("coda::rope_linear", _backward, setup_context=_setup)

@@ -14,7 +14,7 @@ import torch
 
 from .. import _checks as checks
 from .. import _library as L
-from .matmul import gemm, linear
+from .matmul import gemm, input_and_weight_grads, linear
 
 _lib = torch.library.Library("coda", "FRAGMENT")
 _lib.define("swiglu_linear(Tensor x, Tensor w_gate_up, bool save_pre_activation) -> (Tensor, Tensor)")
@@ -87,15 +87,7 @@ def _swiglu_linear_backward(ctx, grad_output, _grad_pre):
         raise RuntimeError("coda.swiglu_linear: backward needs the pre-activation, which this call did not save "
                            "(save_pre_activation=False); call coda.swiglu_linear, which saves it under autograd")
     dy = _swiglu_derivative(grad_output, pre)
-    return _input_and_weight_grads(ctx, dy, x, w_gate_up) + (None,)
-
-
-def _input_and_weight_grads(ctx, dy, x, w):
-    """dx = dY W and dW = dY^T x, each on coda's GEMM when its input needs a gradient."""
-    dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
-    dx = linear(dy2, w.t()).view(x.shape) if ctx.needs_input_grad[0] else None
-    dw = linear(dy2.t(), x2.t()) if ctx.needs_input_grad[1] else None
-    return dx, dw
+    return input_and_weight_grads(ctx, dy, x, w_gate_up) + (None,)
 
 
 torch.library.register_autograd("coda::swiglu_linear", _swiglu_linear_backward, setup_context=_swiglu_linear_setup)
@@ -150,7 +142,7 @@ def _swiglu_mlp_backward(ctx, grad_output, _grad_pre):
     dp = grad_output.reshape(-1, grad_output.shape[-1])
     dy, out = torch.ops.coda.swiglu_backward(dp, w_down, pre.reshape(-1, pre.shape[-1]))
     dw_down = linear(dp.t(), out.t()) if ctx.needs_input_grad[2] else None
-    return _input_and_weight_grads(ctx, dy, x, w_gate_up) + (dw_down,)
+    return input_and_weight_grads(ctx, dy, x, w_gate_up) + (dw_down,)
 
 
 torch.library.register_autograd("coda::swiglu_mlp", _swiglu_mlp_backward, setup_context=_swiglu_mlp_setup)

@@ -68,19 +68,12 @@ def _weights(wo, norm1, w_gate_up, w_down, norm2, w_qkv, cos, sin, head_dim, rot
     return L.LayerWeights(*(L.struct(t) for t in tensors), head_dim, rotated_heads, eps), tensors
 
 
-_workspace_bytes = {}
-
-
 def _run(function, weights, kept, x, *args):
     """function(weights, *args, workspace, bytes, stream): the layer's forward or backward with a workspace
     (its size asked once per shape) from torch's allocator."""
     key = (x.shape, tuple(t.shape for t in kept), tuple(t.dtype for t in kept))
-    bytes_ = _workspace_bytes.get(key)
     with L.on_device(x.device):
-        if bytes_ is None:
-            size = L.ctypes.c_size_t()
-            L.call(L.lib.coda_layer_workspace_bytes, L.ctypes.byref(weights), x.shape[0], L.ctypes.byref(size))
-            bytes_ = _workspace_bytes[key] = size.value
+        bytes_ = L.cached_size(("layer",) + key, L.lib.coda_layer_workspace_bytes, L.ctypes.byref(weights), x.shape[0])
         ws = L.workspace(bytes_, x.device)
         L.call(function, L.ctypes.byref(weights), *args, ws.data_ptr(), bytes_, L.stream(x.device))
 
