@@ -170,6 +170,44 @@ CODA_C_API coda_status coda_gemm_cross_entropy_backward(
     const coda_cross_entropy_options* options, const coda_tensor* row_scale, const coda_tensor* row_dots,
     int64_t chunk_columns, void* workspace, size_t workspace_bytes, void* stream);
 
+/* ---- the MoE router (coda/ops/router.hpp, which has the full rules): scores = X W_r^T (M x E,
+ * 1 <= E <= 512) reduced to k (weight, expert) pairs per token, selected on the fp32 scores.
+ *
+ *   coda_router_options o = {CODA_ROUTING_TOPK_SOFTMAX, 8, 1, NULL, 1, 1, 1.0f, 0};   // Mixtral
+ *   coda_router_workspace_bytes(&x, &w, &o, NULL, &bytes);
+ *   coda_gemm_router(&x, &w, &weights, &ids, &o, NULL, NULL, NULL, ws, bytes, stream);
+ */
+typedef enum coda_routing_mode {
+  CODA_ROUTING_SOFTMAX_TOPK = 0, /* the k best scores, softmax over them */
+  CODA_ROUTING_TOPK_SOFTMAX = 1, /* softmax over all E, the k best (Mixtral, Qwen) */
+  CODA_ROUTING_SIGMOID_BIAS = 2  /* sigmoid, bias-ranked, grouped selection (DeepSeek-V3) */
+} coda_routing_mode;
+
+typedef struct coda_router_options {
+  coda_routing_mode mode;
+  int32_t k;                   /* experts per token, 1 <= k <= min(E, 32) */
+  int32_t renormalize;         /* nonzero: the k weights sum to 1 (before the scaling factor) */
+  const coda_tensor* expert_bias; /* sigmoid_bias only, may be NULL: f32 (E), ranks only */
+  int32_t n_group;             /* sigmoid_bias: groups (1: none); divides E, >= 2 experts each */
+  int32_t topk_group;          /* groups kept, 1 <= topk_group <= n_group */
+  float routed_scaling_factor; /* finite, > 0 (1: none) */
+  int32_t fused_selection;     /* nonzero: select in the GEMM's epilogue (coda/ops/router.hpp); usually 0 */
+} coda_router_options;
+
+/* weights f32 (M x k) and ids int32 (M x k), contiguous; optional (NULL: not written):
+ * token_expert_indices int32 (M x k, slot j of token m holds j M + m), expert_counts int32 (E,
+ * slots per expert), scores f32 (M x E, the GEMM itself). NaN scores are never selected; slots no
+ * selectable expert fills take the lowest unchosen ids at weight 0. The workspace: *bytes from
+ * coda_router_workspace_bytes with the same x, w, options and scores. */
+CODA_C_API coda_status coda_router_workspace_bytes(const coda_tensor* x, const coda_tensor* w,
+                                                   const coda_router_options* options, const coda_tensor* scores,
+                                                   size_t* bytes);
+CODA_C_API coda_status coda_gemm_router(const coda_tensor* x, const coda_tensor* w, const coda_tensor* weights,
+                                        const coda_tensor* ids, const coda_router_options* options,
+                                        const coda_tensor* token_expert_indices, const coda_tensor* expert_counts,
+                                        const coda_tensor* scores, void* workspace, size_t workspace_bytes,
+                                        void* stream);
+
 /* ---- backward ops (coda/ops/swiglu.hpp, rmsnorm.hpp, rope.hpp; the math: docs/kernels.md). The
  * gradient of an RMSNorm's output reaches its backward scaled by rstd (dZs = rstd * dZ, the
  * producers' row_scale) with the row partials of <dZ, Z> (their row_dots: f32, M x

@@ -23,6 +23,15 @@ class CrossEntropyOptions(ctypes.Structure):
                 ("softcap", ctypes.c_float), ("reduction", ctypes.c_int)]
 
 
+ROUTING_MODES = {"softmax_topk": 0, "topk_softmax": 1, "sigmoid_bias": 2}
+
+
+class RouterOptions(ctypes.Structure):
+    _fields_ = [("mode", ctypes.c_int), ("k", ctypes.c_int32), ("renormalize", ctypes.c_int32),
+                ("expert_bias", ctypes.c_void_p), ("n_group", ctypes.c_int32), ("topk_group", ctypes.c_int32),
+                ("routed_scaling_factor", ctypes.c_float), ("fused_selection", ctypes.c_int32)]
+
+
 class GemmPlan(ctypes.Structure):
     _fields_ = [("tile", ctypes.c_char_p), ("split_k", ctypes.c_int32), ("stream_k_tiles", ctypes.c_int32),
                 ("ctas", ctypes.c_int32), ("output_tiles", ctypes.c_int64), ("workspace_bytes", ctypes.c_size_t)]
@@ -57,6 +66,8 @@ SIGNATURES = {  # every function returning a coda_status: its argument types
     "coda_cross_entropy_backward_workspace_bytes": [_i64, _i64, _i64, _i64, _p],
     "coda_gemm_cross_entropy_backward": [_p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _i64, _p, _size, _p],
     "coda_row_partial_count": [_i64, _p],
+    "coda_router_workspace_bytes": [_p, _p, _p, _p, _p],
+    "coda_gemm_router": [_p, _p, _p, _p, _p, _p, _p, _p, _p, _size, _p],
     "coda_row_scale_backward": [_p, _p, _p, _p, _p, _p],
     "coda_gemm_swiglu_backward": [_p, _p, _p, _p, _p, _p, _p, _p],
     "coda_residual_rmsnorm_backward_workspace_bytes": [_i64, _p],

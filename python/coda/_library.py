@@ -14,8 +14,9 @@ import threading
 
 import torch
 
-from ._abi import (INVALID_ARGUMENT, K_MAJOR, MN_MAJOR, OK, REDUCTIONS, SIGNATURES,  # noqa: F401 (the ops use
-                   CrossEntropyOptions, LayerGradients, LayerSaved, LayerWeights, Tensor, load)  # them through L)
+from ._abi import (INVALID_ARGUMENT, K_MAJOR, MN_MAJOR, OK, REDUCTIONS, ROUTING_MODES, SIGNATURES,  # noqa: F401
+                   CrossEntropyOptions, LayerGradients, LayerSaved, LayerWeights, RouterOptions, Tensor,  # (the ops use
+                   load)  # them through L)
 
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float8_e4m3fn: 3, torch.float8_e5m2: 4,
           torch.int32: 5}

@@ -98,6 +98,8 @@ def test_compile_fullgraph_traces_a_training_step():
     ("swiglu_mlp", lambda: (meta(16, 64, grad=True), meta(64, 64, grad=True), meta(16, 32, grad=True))),
     ("linear_cross_entropy", lambda: (meta(16, 64, grad=True), meta(256, 64, grad=True), meta(16, dtype=torch.int32),
                                       -100, 0.0, 0.0, 0.0, "mean")),
+    ("route", lambda: (meta(16, 64), meta(60, 64), 8, "sigmoid_bias", True, meta(60, dtype=torch.float32), 6, 3, 2.5,
+                       True)),
 ])
 def test_opcheck_on_meta(op, args):
     torch.library.opcheck(getattr(torch.ops.coda, op), args(),
@@ -140,6 +142,20 @@ def test_opcheck_on_meta(op, args):
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), z_loss=-1.0),
      ValueError, ["z_loss", ">= 0"]),
     (lambda: coda.interleave_gate_up(torch.ones(4, 8), torch.ones(4, 16)), ValueError, ["w_gate", "w_up"]),
+    (lambda: coda.route(meta(4, 64), meta(600, 64), 8), ValueError, ["w", "600", "1 to 512"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 17), ValueError, ["k", "17", "min(E, 32)"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 2, mode="softmax"), ValueError, ["mode", "'softmax'"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 2, n_group=4), ValueError, ["n_group", "sigmoid_bias"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 2, mode="sigmoid_bias", n_group=3), ValueError,
+     ["n_group", "3", "divide"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 2, mode="sigmoid_bias", n_group=4, topk_group=5), ValueError,
+     ["topk_group", "5", "[1, n_group = 4]"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 5, mode="sigmoid_bias", n_group=4, topk_group=1), ValueError,
+     ["k", "5", "hold only 4"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 2, mode="sigmoid_bias", expert_bias=meta(15, dtype=torch.float32)),
+     ValueError, ["expert_bias", "length 15", "16"]),
+    (lambda: coda.route(meta(4, 64), meta(16, 64), 2, routed_scaling_factor=0.0), ValueError,
+     ["routed_scaling_factor", "> 0"]),
 ])
 def test_argument_errors_name_the_argument_and_rule(call, error, words):
     with pytest.raises(error) as info:
@@ -288,6 +304,10 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
         loss = coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), reduction=reduction,
                                          label_smoothing=0.1)
         checks.append((loss, shape))
+    weights, ids, tei, counts = coda.route(x.detach(), cpu(60, 64, grad=False), 8, mode="sigmoid_bias",
+                                           expert_bias=torch.zeros(60), n_group=6, topk_group=3, dispatch=True)
+    assert (weights.shape, ids.shape, tei.shape, counts.shape) == ((15, 8), (15, 8), (15, 8), (60,))
+    assert len(coda.route(x.detach(), cpu(60, 64, grad=False), 2)) == 2
     block = coda.nn.Layer(64, 48, heads=6, head_dim=16, rotated_heads=4, max_positions=32)
     h2, qkv = block(cpu(15, 64), cpu(15, 64), torch.zeros(15, dtype=torch.int64))
     checks += [(h2, (15, 64)), (qkv, (15, 96))]
@@ -300,7 +320,8 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
     assert {"coda_gemm", "coda_gemm_swiglu", "coda_gemm_swiglu_backward", "coda_gemm_rope", "coda_rope_backward",
             "coda_gemm_residual_rmsnorm", "coda_gemm_row_scale", "coda_row_scale_backward",
             "coda_gemm_residual_rmsnorm_backward", "coda_gemm_rmsnorm_weight_gradients", "coda_gemm_cross_entropy",
-            "coda_gemm_cross_entropy_backward", "coda_layer_forward", "coda_layer_backward"} <= called
+            "coda_gemm_cross_entropy_backward", "coda_layer_forward", "coda_layer_backward",
+            "coda_router_workspace_bytes", "coda_gemm_router"} <= called
 
 
 def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libcoda):

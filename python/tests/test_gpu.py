@@ -330,3 +330,63 @@ def test_patched_llama_matches_unpatched():
     assert abs(coda_loss.item() - ref_loss.item()) <= 2 * abs(plain_loss.item() - ref_loss.item()) + 2e-3
     for ours, theirs, exact in zip(coda_grads, plain_grads, ref_grads):
         assert rel(ours, exact) <= 2 * rel(theirs, exact) + 1e-2
+
+
+def torch_route(x, w, k, mode, renormalize=False, bias=None, n_group=1, topk_group=1, scale=1.0):
+    """The routing rules in fp64 torch (coda/reference/moe.hpp), on scores with no ties."""
+    s = x.double() @ w.double().T
+    if mode == "sigmoid_bias":
+        p = torch.sigmoid(s)
+        sel = p + (bias.double() if bias is not None else 0)
+        if n_group > 1:
+            g = sel.view(s.shape[0], n_group, -1).topk(2, dim=-1).values.sum(-1)
+            kept = torch.zeros_like(g).scatter_(1, g.topk(topk_group, dim=-1).indices, 1.0)
+            sel = sel.masked_fill(kept.repeat_interleave(s.shape[1] // n_group, dim=1) == 0, float("-inf"))
+        ids = sel.topk(k, dim=-1).indices
+        weights = p.gather(1, ids)
+    elif mode == "topk_softmax":
+        ids = s.topk(k, dim=-1).indices
+        weights = torch.softmax(s, -1).gather(1, ids)
+    else:
+        ids = s.topk(k, dim=-1).indices
+        weights = torch.softmax(s.gather(1, ids), -1)
+    if renormalize:
+        weights = weights / weights.sum(-1, keepdim=True)
+    return weights * scale, ids
+
+
+@pytest.mark.parametrize("m", [1, 16, 200])
+@pytest.mark.parametrize("mode,experts,k,options", [
+    ("topk_softmax", 8, 2, {}),
+    ("topk_softmax", 128, 8, {"renormalize": True}),
+    ("softmax_topk", 160, 6, {}),
+    ("sigmoid_bias", 256, 8, {"renormalize": True, "n_group": 8, "topk_group": 4, "scale": 2.5}),
+    ("sigmoid_bias", 384, 8, {"renormalize": True, "scale": 2.827}),
+])
+def test_route_against_torch(m, mode, experts, k, options):
+    poison()
+    x, w = rand(m, 512), rand(experts, 512, scale=0.1)
+    bias = torch.rand(experts, device="cuda") * 0.1 if mode == "sigmoid_bias" else None
+    want_w, want_ids = torch_route(x, w, k, mode, options.get("renormalize", False), bias, options.get("n_group", 1),
+                                   options.get("topk_group", 1), options.get("scale", 1.0))
+    weights, ids, tei, counts = coda.route(x, w, k, mode=mode, renormalize=options.get("renormalize", False),
+                                           expert_bias=bias, n_group=options.get("n_group", 1),
+                                           topk_group=options.get("topk_group", 1),
+                                           routed_scaling_factor=options.get("scale", 1.0), dispatch=True)
+    assert weights.dtype == torch.float32 and ids.dtype == torch.int32 and ids.shape == (m, k)
+    # Random scores rarely come within fp32 rounding of each other: rows where they do may differ.
+    same = (ids.long() == want_ids).all(-1)
+    assert same.float().mean().item() > 0.95
+    assert rel(weights[same], want_w[same]) < 1e-5
+    rows = torch.arange(m, device="cuda").view(-1, 1)
+    assert torch.equal(tei, (torch.arange(k, device="cuda").view(1, -1) * m + rows).int())
+    assert torch.equal(counts, torch.bincount(ids.flatten().long(), minlength=experts).int())
+
+
+def test_route_compiles_and_nan_rows_route_nowhere():
+    x, w = rand(100, 256), rand(64, 256)
+    x[3] = float("nan")
+    weights, ids = torch.compile(lambda a, b: coda.route(a, b, 4), fullgraph=True)(x, w)
+    assert torch.equal(ids[3], torch.arange(4, device="cuda", dtype=torch.int32))
+    assert torch.equal(weights[3], torch.zeros(4, device="cuda"))
+    assert not weights.isnan().any()

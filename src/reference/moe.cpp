@@ -117,9 +117,15 @@ void route_row(const double* scores, int64_t experts, const RoutingOptions& opti
     if (options.renormalize) weights[slot] /= total;
     weights[slot] *= options.routed_scaling_factor;
   }
+  // Slots no selectable expert fills take the lowest ids not chosen, at weight 0: every id stays
+  // in range and distinct, so a dispatch after routing needs no special case.
+  std::vector<bool> taken(std::size_t(experts), false);
+  for (int64_t e : chosen) taken[std::size_t(e)] = true;
+  int64_t next = 0;
   for (std::size_t slot = chosen.size(); slot < std::size_t(options.k); ++slot) {
+    while (taken[std::size_t(next)]) ++next;
     weights[slot] = 0.0;
-    ids[slot] = -1;
+    ids[slot] = int32_t(next++);
   }
 }
 

@@ -34,7 +34,8 @@ _abi = _load_abi()
 OK, INVALID_ARGUMENT, UNSUPPORTED = _abi.OK, _abi.INVALID_ARGUMENT, _abi.UNSUPPORTED
 F32, F16, BF16, E4M3, E5M2, I32 = _abi.F32, _abi.F16, _abi.BF16, _abi.E4M3, _abi.E5M2, _abi.I32
 K_MAJOR, MN_MAJOR = _abi.K_MAJOR, _abi.MN_MAJOR
-Tensor, CrossEntropyOptions, GemmPlan = _abi.Tensor, _abi.CrossEntropyOptions, _abi.GemmPlan
+Tensor, CrossEntropyOptions, GemmPlan, RouterOptions = _abi.Tensor, _abi.CrossEntropyOptions, _abi.GemmPlan, \
+    _abi.RouterOptions
 
 
 failures = []
@@ -202,6 +203,19 @@ def every_function(abi, gpu):
     expect_runs(abi, gpu, abi.gemm_cross_entropy(ref(a), ref(w_vocab), ref(targets), ref(loss), ref(lse),
                                                  ref(options), None, None, workspace.data, size.value, s),
                 "coda_gemm_cross_entropy")
+
+    w_router, _ = mem.tensor(BF16, 60, k, fill="randn")
+    weights, _ = mem.tensor(F32, m, 4)
+    ids, _ = mem.tensor(I32, m, 4)
+    router = RouterOptions(_abi.ROUTING_MODES["topk_softmax"], 4, 1, None, 1, 1, 1.0, 0)
+    expect_runs(abi, gpu, abi.router_workspace_bytes(ref(a), ref(w_router), ref(router), None, ctypes.byref(size)),
+                "coda_router_workspace_bytes")
+    workspace, _ = mem.tensor(F32, max(size.value // 4, 1))
+    too_many = RouterOptions(_abi.ROUTING_MODES["topk_softmax"], 40, 1, None, 1, 1, 1.0, 0)
+    expect_refused(abi, abi.gemm_router(ref(a), ref(w_router), ref(weights), ref(ids), ref(too_many), None, None, None,
+                                        workspace.data, size.value, s), "coda_gemm_router", "options.k")
+    expect_runs(abi, gpu, abi.gemm_router(ref(a), ref(w_router), ref(weights), ref(ids), ref(router), None, None, None,
+                                          workspace.data, size.value, s), "coda_gemm_router")
     backward_functions(abi, gpu, mem, s)
     if gpu:
         torch.cuda.synchronize()

@@ -116,9 +116,10 @@ TEST(ReferenceMoe, NaNScoresAreNeverSelected) {
   r = route(scores, {.mode = RoutingMode::topk_softmax, .k = 2});
   EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 3}));
   EXPECT_NEAR(r.weights(0, 1), 1 / (std::exp(1.0) + 1), 1e-15);
-  // fewer selectable experts than k: the last slots hold id -1 and weight 0
-  r = route(scores, {.mode = RoutingMode::sigmoid_bias, .k = 3, .renormalize = true});
-  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 3, -1}));
+  // fewer selectable experts than k: the last slots hold the lowest unchosen ids at weight 0
+  r = route(scores, {.mode = RoutingMode::sigmoid_bias, .k = 4, .renormalize = true});
+  EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1, 3, 0, 2}));
+  EXPECT_EQ(r.weights(0, 3), 0.0);
   EXPECT_EQ(r.weights(0, 2), 0.0);
   EXPECT_NEAR(r.weights(0, 0) + r.weights(0, 1), 1.0, 1e-15);
   // a group with one selectable expert scores -inf but may still be kept to fill topk_group
@@ -179,10 +180,11 @@ TEST(ReferenceMoe, DispatchOutputsHandComputed) {
   Matrix scores(3, 4);
   scores.data = {0, 3, 2, 1, /**/ 5, 4, -1, 0, /**/ kNaN, kNaN, 7, kNaN};
   const Routing r = route(scores, {.mode = RoutingMode::softmax_topk, .k = 2});
-  EXPECT_EQ(r.ids, (std::vector<int32_t>{1, 2, 0, 1, 2, -1}));
+  EXPECT_EQ(r.ids, (std::vector<int32_t>{1, 2, 0, 1, 2, 0}));  // the empty slot: lowest unchosen id
+  EXPECT_EQ(r.weights(2, 1), 0.0);
   // slot j of token m: j * M + m
   EXPECT_EQ(r.token_expert_indices(), (std::vector<int32_t>{0, 3, 1, 4, 2, 5}));
-  EXPECT_EQ(r.expert_counts(4), (std::vector<int64_t>{1, 2, 2, 0}));
+  EXPECT_EQ(r.expert_counts(4), (std::vector<int64_t>{2, 2, 2, 0}));
 }
 
 TEST(ReferenceMoe, AnyExpertCountUpTo512) {

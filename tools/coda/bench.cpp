@@ -12,6 +12,7 @@
 #include "layer_bench.hpp"
 #include "ops_bench.hpp"
 #include "primitives_bench.hpp"
+#include "router_bench.hpp"
 #include "tile_timeline.hpp"
 #include "timing.hpp"
 #endif
@@ -26,6 +27,8 @@ constexpr const char* kUsage =
     "torch.compile; LM head + cross-entropy forward + backward against three GEMMs\n"
     "       coda bench layer [options]        the Transformer layer block, forward and backward, against the "
     "unfused sequence and its GEMMs alone\n"
+    "       coda bench router [options]       the MoE router against its plain GEMM, cuBLAS and cuBLAS + a "
+    "top-k kernel, M from 1 to 16384\n"
     "       coda bench primitives [options]   what each epilogue primitive costs inside the GEMM\n"
     "       coda bench timeline [options]     where a program kernel's time goes, tile by tile\n"
     "(coda bench <what> --help: its options)\n";
@@ -59,17 +62,17 @@ int run_gemm(int argc, char** argv) {
   return bench::gemm_benchmark(o);
 }
 
-int run_ops(int argc, char** argv) {
-  std::string json = "bench_ops.json";
+// ops and router: --json PATH and --warmup-ms.
+template <int (*Benchmark)(const std::string&)>
+int run_with_json(const char* command, const char* summary, const char* default_json, int argc, char** argv) {
+  std::string json = default_json;
   double warmup = -1;
-  OptionParser options("coda bench ops",
-                       "Each fused op against coda's GEMM of the same shape, cuBLAS alone, cuBLAS + plain CUDA kernels "
-                       "and torch.compile's time (docs/performance.md), in one run.");
-  options.text("--json", &json, "PATH", "where the results are written (default bench_ops.json)");
+  OptionParser options(command, summary);
+  options.text("--json", &json, "PATH", std::string("where the results are written (default ") + default_json + ")");
   add_warmup(options, &warmup);
   if (const auto exit = options.parse(argc, argv)) return *exit;
   if (warmup >= 0) bench::set_warmup_ms(warmup);
-  return bench::ops_benchmark(json);
+  return Benchmark(json);
 }
 
 int run_layer(int argc, char** argv) {
@@ -111,8 +114,19 @@ int bench(int argc, char** argv) {
   }
 #ifdef CODA_WITH_BENCHMARKS
   if (what == "gemm") return run_gemm(argc - 1, argv + 1);
-  if (what == "ops") return run_ops(argc - 1, argv + 1);
+  if (what == "ops")
+    return run_with_json<bench::ops_benchmark>(
+        "coda bench ops",
+        "Each fused op against coda's GEMM of the same shape, cuBLAS alone, cuBLAS + plain CUDA kernels and "
+        "torch.compile's time (docs/performance.md), in one run.",
+        "bench_ops.json", argc - 1, argv + 1);
   if (what == "layer") return run_layer(argc - 1, argv + 1);
+  if (what == "router")
+    return run_with_json<bench::router_benchmark>(
+        "coda bench router",
+        "The MoE router (coda/ops/router.hpp) at M in {1, 16, 128, 4096, 16384} and six (E, k, K) shapes, beside "
+        "coda's plain GEMM to the logits, cuBLAS's, and cuBLAS + a top-k kernel.",
+        "bench_router.json", argc - 1, argv + 1);
   if (what == "primitives")
     return run_plain<bench::primitives_benchmark>(
         "coda bench primitives", "What each epilogue primitive class costs inside the GEMM.", argc - 1, argv + 1);

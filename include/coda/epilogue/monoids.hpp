@@ -132,14 +132,26 @@ struct TopK {
     }
     return s;
   }
-  /// One candidate; a NaN value none.
-  CODA_HD static State one(float value, int32_t index) {
-    State s = identity();
-    if (value == value) {
-      s.value[0] = value;
-      s.index[0] = index;
+  /// One candidate (a NaN value: none). It combines into a State by one insertion; it converts to
+  /// the State that holds it alone where a State is wanted.
+  struct Candidate {
+    float value;
+    int32_t index;
+    CODA_HD operator State() const {
+      State s = identity();
+      if (value == value) {
+        s.value[0] = value;
+        s.index[0] = index;
+      }
+      return s;
     }
-    return s;
+  };
+  CODA_HD static Candidate one(float value, int32_t index) { return {value, index}; }
+  /// One candidate into a: a single insertion (a reduction's f returns candidates, and the K^2
+  /// compares of merging a whole State per element made the compiler spend minutes per kernel).
+  CODA_HD static State combine(State a, const Candidate& c) {
+    if (c.value == c.value) insert(a, c.value, c.index);
+    return a;
   }
   /// b's entries go into a one by one, empty ones skipped (a candidate from one() costs one
   /// insertion: the compiler sees its other entries empty). No early exit, so the loop unrolls and
@@ -191,10 +203,17 @@ CODA_HD void write_partial(float* slot, const typename Monoid::State& s) {
   else *slot = Monoid::finish(s);
 }
 
-/// What a reduction's `f` returned, as the monoid's State: a State as is, anything else lifted.
+/// Whether Value is Monoid's one-candidate type (TopK's Candidate).
+template <class Value, class Monoid>
+concept CandidateOf = requires { typename Monoid::Candidate; } && std::is_same_v<Value, typename Monoid::Candidate>;
+
+/// What a reduction's `f` returned, as what the monoid combines into its State: a State as is, a
+/// monoid's own partial value (TopK's Candidate, which combines by one insertion) as is, anything
+/// else lifted.
 template <class Monoid, class Value>
-CODA_HD typename Monoid::State as_state(const Value& v) {
+CODA_HD auto as_state(const Value& v) {
   if constexpr (std::is_same_v<Value, typename Monoid::State>) return v;
+  else if constexpr (CandidateOf<Value, Monoid>) return v;
   else return Monoid::lift(float(v));
 }
 

@@ -22,7 +22,7 @@
 // groups) go to the lower id first. NaN scores are never selected (in a group score they count
 // as -inf, and a group with fewer than two selectable experts scores -inf); NaN scores are also
 // left out of topk_softmax's softmax. When fewer than k experts are selectable, the remaining
-// slots hold id -1 and weight 0. Infinite scores are ordinary values (as in softmax, a row whose
+// slots hold the lowest ids not yet chosen, at weight 0 (ids are always distinct and in [0, E)). Infinite scores are ordinary values (as in softmax, a row whose
 // selected scores are all -inf gives NaN weights).
 #pragma once
 
@@ -47,7 +47,7 @@ struct RoutingOptions {
 
 struct Routing {
   Matrix weights;            // M x k
-  std::vector<int32_t> ids;  // M x k, row-major; -1 in slots no selectable expert could fill
+  std::vector<int32_t> ids;  // M x k, row-major; distinct per row, in [0, E)
 
   int32_t id(int64_t m, int64_t slot) const { return ids[std::size_t(m * weights.cols + slot)]; }
 
@@ -55,7 +55,7 @@ struct Routing {
   /// the row of the (slot-major) list of token copies that entry becomes.
   std::vector<int32_t> token_expert_indices() const;
   /// Tokens routed to each of `experts` experts (the histogram the dispatch sizes its buffers by);
-  /// empty slots (id -1) count nowhere.
+  /// every slot counts, the weight-0 ones that fill a row with too few selectable experts too.
   std::vector<int64_t> expert_counts(int64_t experts) const;
 };
 

@@ -1,0 +1,134 @@
+#include "router_bench.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "arena.hpp"
+#include "coda/core/device.hpp"
+#include "coda/gemm.hpp"
+#include "coda/ops/router.hpp"
+#include "cublas_gemm.hpp"
+#include "router_unfused.cuh"
+#include "timing.hpp"
+
+namespace coda::bench {
+namespace {
+
+struct RouterRow {
+  int64_t m, experts, k, hidden;
+  std::string mode;
+  double router_us, gemm_us, cublas_us, unfused_us;
+  double fused_us;  // options.fused_selection (0: not applicable)
+};
+
+// Mixtral-style routing (softmax over all experts, the k best, renormalized), or DeepSeek-V3's
+// (sigmoid, bias, 8 groups of which 4 are kept, scaled).
+RouterRow measure(int64_t m, int64_t experts, int k, int64_t hidden, bool deepseek, CublasGemm& cublas,
+                  cudaStream_t stream) {
+  Arena arena;
+  const TensorView x = arena.matrix(DType::bf16, m, hidden, stream);
+  const TensorView w = arena.matrix(DType::bf16, experts, hidden, stream);
+  const TensorView weights = arena.matrix(DType::f32, m, k, stream, false);
+  const TensorView ids = arena.matrix(DType::i32, m, k, stream, false);
+  ops::RouterOptions options;
+  options.mode = ops::RoutingMode::topk_softmax;
+  options.k = k;
+  options.renormalize = true;
+  if (deepseek) {
+    options.mode = ops::RoutingMode::sigmoid_bias;
+    options.expert_bias = arena.vector(DType::f32, experts, stream);
+    options.n_group = 8;
+    options.topk_group = 4;
+    options.routed_scaling_factor = 2.5f;
+  }
+  const std::size_t router_bytes = ops::router_workspace_bytes(x, w, options);
+  void* router_ws = arena.allocate(router_bytes);
+  // The plain GEMM to bf16 logits, with the workspace that lets it split K at small M.
+  const TensorView logits = arena.matrix(DType::bf16, m, experts, stream, false);
+  const std::size_t gemm_bytes = gemm_workspace_bytes({x, Major::k}, {w, Major::k}, logits);
+  void* gemm_ws = arena.allocate(gemm_bytes ? gemm_bytes : 16);
+  // cuBLAS to f32 logits, then a plain softmax + top-k kernel.
+  const int64_t ld = (experts + 3) / 4 * 4;
+  const TensorView logits_f32 = TensorView::matrix(arena.allocate(std::size_t(m * ld) * 4), DType::f32, m, experts, ld);
+
+  ops::RouterOptions fused = options;
+  fused.fused_selection = true;
+  const bool has_fused = !deepseek && k <= 8 && m >= 65;
+  const std::size_t fused_bytes = ops::router_workspace_bytes(x, w, fused);
+  void* fused_ws = arena.allocate(fused_bytes);
+  const int per_graph = m <= 128 ? 50 : 5;
+  std::vector<std::function<void(int)>> works = {
+      [&](int) { ops::gemm_router(x, w, weights, ids, router_ws, router_bytes, stream, options); },
+      [&](int) {
+        gemm({x, Major::k}, {w, Major::k}, logits, stream, {.workspace = gemm_ws, .workspace_bytes = gemm_bytes});
+      },
+      [&](int) { cublas.run({x, Major::k}, {w, Major::k}, logits); },
+      [&](int) {
+        cublas.run({x, Major::k}, {w, Major::k}, logits_f32);
+        softmax_topk_after_gemm(static_cast<const float*>(logits_f32.data), ld, m, int(experts), k,
+                                static_cast<float*>(weights.data), static_cast<int32_t*>(ids.data), stream);
+      }};
+  if (has_fused)
+    works.push_back([&](int) { ops::gemm_router(x, w, weights, ids, fused_ws, fused_bytes, stream, fused); });
+  const std::vector<Timing> t = time_side_by_side(works, stream, 3, per_graph, 5);
+  return {m, experts, k, hidden, deepseek ? "sigmoid_bias 8/4" : "topk_softmax",
+          t[0].median_ms * 1e3, t[1].median_ms * 1e3, t[2].median_ms * 1e3, t[3].median_ms * 1e3,
+          has_fused ? t[4].median_ms * 1e3 : 0.0};
+}
+
+}  // namespace
+
+int router_benchmark(const std::string& json_path) {
+  cudaStream_t stream = nullptr;
+  CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CublasGemm cublas(stream);
+  struct Config {
+    int64_t experts;
+    int k;
+    int64_t hidden;
+  };
+  const std::vector<Config> configs = {{8, 2, 4096},   {64, 8, 2048},   {128, 8, 4096},
+                                       {256, 8, 7168}, {384, 8, 7168},  {512, 10, 4096}};
+  std::vector<RouterRow> rows;
+  for (const Config& c : configs)
+    for (int64_t m : {1, 16, 128, 4096, 16384}) {
+      rows.push_back(measure(m, c.experts, c.k, c.hidden, false, cublas, stream));
+      if (c.experts == 256) rows.push_back(measure(m, c.experts, c.k, c.hidden, true, cublas, stream));
+    }
+
+  std::printf(
+      "\nMoE router (bf16 X M x K, W_r E x K): coda's router (GEMM + selection, weights and ids) against coda's "
+      "plain GEMM to bf16 logits (with a workspace: split K at small M), cuBLAS's, and cuBLAS to f32 logits + a "
+      "plain softmax/top-k kernel (one warp per token); fused: the router with options.fused_selection (the "
+      "selection's first half in the GEMM's epilogue, k <= 8, M >= 65). Times in microseconds (CUDA graphs, "
+      "median).\n");
+  std::printf("%6s %4s %3s %5s %-17s %9s %9s %7s %9s %9s %9s\n", "M", "E", "k", "K", "mode", "router", "coda GEMM",
+              "router/", "cuBLAS", "cuBLAS +", "fused");
+  std::printf("%6s %4s %3s %5s %-17s %9s %9s %7s %9s %9s %9s\n", "", "", "", "", "", "us", "us", "GEMM", "GEMM us",
+              "top-k us", "sel. us");
+  std::ofstream json(json_path);
+  json << "{\n  \"device\": \"" << current_device().name << "\",\n  \"router\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const RouterRow& r = rows[i];
+    std::printf("%6lld %4lld %3lld %5lld %-17s %9.2f %9.2f %7.3f %9.2f %9.2f %9s\n", (long long)r.m,
+                (long long)r.experts, (long long)r.k, (long long)r.hidden, r.mode.c_str(), r.router_us, r.gemm_us,
+                r.router_us / r.gemm_us, r.cublas_us, r.unfused_us,
+                r.fused_us > 0 ? std::to_string(r.fused_us).substr(0, 7).c_str() : "-");
+    json << "    {\"m\": " << r.m << ", \"experts\": " << r.experts << ", \"k\": " << r.k << ", \"hidden\": " << r.hidden
+         << ", \"mode\": \"" << r.mode << "\", \"router_us\": " << r.router_us << ", \"coda_gemm_us\": " << r.gemm_us
+         << ", \"cublas_gemm_us\": " << r.cublas_us << ", \"cublas_topk_us\": " << r.unfused_us
+         << ", \"fused_selection_us\": " << r.fused_us << "}"
+         << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  json << "  ]\n}\n";
+  cudaStreamDestroy(stream);
+  std::printf("results: %s\n", json_path.c_str());
+  return 0;
+}
+
+}  // namespace coda::bench

@@ -1,0 +1,91 @@
+// coda/ops/router.hpp: the MoE router, scores = X W_r^T reduced to k (weight, expert) pairs per
+// token, with the selection on the GEMM's fp32 accumulators (docs/kernels.md "MoE routing").
+//
+//   // Mixtral / Qwen: softmax over all experts, the 8 best, renormalized
+//   coda::ops::RouterOptions mixtral{.mode = coda::ops::RoutingMode::topk_softmax, .k = 8, .renormalize = true};
+//   std::size_t bytes = coda::ops::router_workspace_bytes(x, w, mixtral);
+//   coda::ops::gemm_router(x, w, weights, ids, workspace, bytes, stream, mixtral);
+//
+//   // DeepSeek-V3: sigmoid scores, a selection bias, 8 groups of which 4 are kept, scaled by 2.5
+//   coda::ops::RouterOptions deepseek{.mode = coda::ops::RoutingMode::sigmoid_bias, .k = 8, .renormalize = true,
+//                                     .expert_bias = bias, .n_group = 8, .topk_group = 4,
+//                                     .routed_scaling_factor = 2.5f};
+//
+//   // seed 003: the k best, softmax over them only; with the dispatch's inputs
+//   coda::ops::RouterOptions top2{.mode = coda::ops::RoutingMode::softmax_topk, .k = 2,
+//                                 .token_expert_indices = tei, .expert_counts = counts};
+//
+// Modes, per row s of scores (the same rules as coda/reference/moe.hpp):
+//   softmax_topk  select the k largest s; weights = softmax over the selected s.
+//   topk_softmax  p = softmax over every non-NaN s; select the k largest; weights = p of the selected.
+//   sigmoid_bias  p = sigmoid(s); select by p + expert_bias (the bias only ranks); with n_group > 1
+//                 the E experts form n_group contiguous groups, a group scores the sum of its two
+//                 best p + bias, the topk_group best groups are kept and the k experts chosen among
+//                 them; weights = p of the selected.
+// renormalize divides the k weights by their sum; every mode then multiplies by
+// routed_scaling_factor. Slots are ordered by descending selection score, ties to the lower id.
+// NaN scores are never selected (a padded batch's NaN row is no error): where fewer than k
+// experts are selectable, the remaining slots take the lowest ids not chosen, at weight 0, so ids
+// are always distinct and in [0, E). Same inputs, same bits.
+//
+// Outputs: weights (M x k, f32), ids (M x k, int32); optionally token_expert_indices (M x k, int32:
+// slot j of token m holds j M + m, vLLM's layout), expert_counts (E, int32: slots routed to each
+// expert, every slot counted) and scores (M x E, f32: the GEMM's accumulators, for debugging or an
+// auxiliary loss).
+//
+// How it runs: coda::gemm writes the f32 scores (to the workspace, or to options.scores), then a
+// kernel of one warp per token selects from them, the row in registers. With fused_selection (k <= 8,
+// no groups, M >= 65) the GEMM's epilogue keeps each 128-column part's 8 best candidates per row
+// instead (epilogue/programs/router.hpp) and the same kernel merges those: the scores are never
+// written, but that GEMM runs slower than the selection it saves (docs/performance.md).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "coda/core/api.hpp"
+#include "coda/core/status.hpp"
+#include "coda/core/tensor.hpp"
+#include "coda/gemm.hpp"
+
+namespace coda::ops {
+
+enum class RoutingMode : uint8_t { softmax_topk, topk_softmax, sigmoid_bias };
+
+struct RouterOptions {
+  RoutingMode mode = RoutingMode::softmax_topk;
+  int32_t k = 1;                       // experts per token, 1 <= k <= min(E, 32)
+  bool renormalize = false;            // scale the k weights to sum 1
+  TensorView expert_bias;              // sigmoid_bias only, optional: f32 (E), finite
+  int32_t n_group = 1;                 // sigmoid_bias only: grouped selection when > 1 (divides E, >= 2 per group)
+  int32_t topk_group = 1;              // groups kept, 1 <= topk_group <= n_group; k <= topk_group E / n_group
+  float routed_scaling_factor = 1.0f;  // finite, > 0
+  TensorView token_expert_indices;     // optional output: int32 (M x k)
+  TensorView expert_counts;            // optional output: int32 (E)
+  TensorView scores;                   // optional output: f32 (M x E)
+  // Select in the GEMM's epilogue (k <= 8, no groups, no scores output, M >= 65): the scores are never
+  // written. Off by default: measured 2-11x slower than writing them (docs/performance.md).
+  bool fused_selection = false;
+  GemmOptions gemm;                    // the GEMM's tile and CTA cap (its workspace: the router's)
+};
+
+/// The largest number of experts and of experts per token the router takes.
+inline constexpr int64_t kRouterMaxExperts = 512;
+inline constexpr int32_t kRouterMaxK = 32;
+
+/// Bytes of the workspace gemm_router needs for x (M x K) and w (E x K, the router weight); any contents.
+CODA_API std::size_t router_workspace_bytes(const TensorView& x, const TensorView& w,
+                                            const RouterOptions& options = {});
+
+/// x (M x K) and w (E x K, the router weight): bf16 or f16, rows 16-byte aligned. weights f32 (M x k), ids
+/// int32 (M x k). Throws coda::InvalidArgument naming the argument and the rule.
+CODA_API void gemm_router(const TensorView& x, const TensorView& w, const TensorView& weights,
+                          const TensorView& ids, void* workspace, std::size_t workspace_bytes,
+                          cudaStream_t stream = nullptr, const RouterOptions& options = {});
+CODA_API Status try_gemm_router(const TensorView& x, const TensorView& w, const TensorView& weights,
+                                const TensorView& ids, void* workspace, std::size_t workspace_bytes,
+                                cudaStream_t stream = nullptr, const RouterOptions& options = {});
+
+}  // namespace coda::ops

@@ -1,0 +1,202 @@
+#include "coda/ops/router.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "coda/epilogue/host_arguments.hpp"
+#include "coda/epilogue/launch.cuh"
+#include "coda/epilogue/programs/router.hpp"
+#include "op_checks.hpp"
+#include "router_select.cuh"
+
+namespace coda::ops {
+namespace {
+
+constexpr const char* kFunction = "coda::ops::gemm_router";
+
+// Decode-sized batches: the program's GEMM would run ceil(M / 128) x ceil(E / 128) tiles on as many
+// SMs, where coda::gemm splits K over all of them; there the scores go through the workspace.
+constexpr int64_t kProgramMinRows = 65;
+// The epilogue keeps each part's 8 best candidates per row (TopK<8>); a larger k goes through the
+// scores. A TopK<16> variant doubles the insertion code per element and this file's compile time
+// (nine minutes on 2 cores with both variants).
+constexpr int kProgramMaxK = 8;
+constexpr int kCandidates = 8;
+
+bool uses_program(int64_t m, const RouterOptions& o) {
+  return o.fused_selection && m >= kProgramMinRows && o.k <= kProgramMaxK && o.n_group == 1 && o.scores.data == nullptr;
+}
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The workspace: the program's partials (candidates, then topk_softmax's lse), or the scores
+// (unless options.scores takes them) and then the GEMM's own workspace.
+struct Layout {
+  bool program;
+  int64_t parts = 0, candidate_k = 0;
+  std::size_t lse_offset = 0, gemm_offset = 0, bytes = 0;
+  TensorView scores;  // the scores path's (data null: at the workspace's start)
+
+  Layout(const TensorView& x, const TensorView& w, const RouterOptions& o) : program(uses_program(x.rows(), o)) {
+    const int64_t m = x.rows(), experts = w.rows();
+    if (program) {
+      parts = epilogue::parts_along(experts);
+      candidate_k = kCandidates;
+      lse_offset = aligned(std::size_t(m * parts * 2 * candidate_k) * sizeof(float));
+      bytes = lse_offset + (o.mode == RoutingMode::topk_softmax ? std::size_t(m * parts) * sizeof(float) : 0);
+      return;
+    }
+    const int64_t ld = (experts + 3) / 4 * 4;  // rows 16-byte aligned (TMA stores)
+    scores = o.scores.data ? o.scores : TensorView::matrix(nullptr, DType::f32, m, experts, ld);
+    gemm_offset = o.scores.data ? 0 : aligned(std::size_t(m * ld) * sizeof(float));
+    TensorView sized = scores;  // the size query wants an address; any aligned one will do
+    if (!sized.data) sized.data = reinterpret_cast<void*>(uintptr_t(256));
+    bytes = gemm_offset + gemm_workspace_bytes({x, Major::k}, {w, Major::k}, sized, o.gemm);
+  }
+};
+
+void check_router(ArgumentCheck& check, const TensorView& x, const TensorView& w, const TensorView& weights,
+                  const TensorView& ids, const RouterOptions& o) {
+  const GemmShape g = check_projection(check, x, w);
+  if (check.failed()) return;
+  const int64_t experts = g.n;
+  check.require(experts <= kRouterMaxExperts, "w", "holds ", experts, " experts (rows) but the router takes 1 to ",
+                kRouterMaxExperts);
+  check.require(o.k >= 1 && o.k <= std::min<int64_t>(experts, kRouterMaxK), "options.k", "is ", o.k,
+                " but must lie in [1, min(E, ", kRouterMaxK, ")] with E = ", experts);
+  const bool sigmoid = o.mode == RoutingMode::sigmoid_bias;
+  check.require(o.mode == RoutingMode::softmax_topk || o.mode == RoutingMode::topk_softmax || sigmoid, "options.mode",
+                "is ", int(o.mode), ", not a RoutingMode");
+  check.require(o.expert_bias.data == nullptr || sigmoid, "options.expert_bias",
+                "is used only by mode sigmoid_bias; leave it empty for the softmax modes");
+  if (o.expert_bias.data) check_vector(check, "options.expert_bias", o.expert_bias, experts, {DType::f32});
+  check.require(o.n_group == 1 || sigmoid, "options.n_group", "is ", o.n_group,
+                " but grouped selection exists only in mode sigmoid_bias");
+  check.require(o.n_group >= 1 && experts % o.n_group == 0, "options.n_group", "is ", o.n_group,
+                " but must be >= 1 and divide the number of experts (", experts, ")");
+  const int64_t group_size = o.n_group >= 1 ? experts / o.n_group : 0;
+  check.require(o.n_group == 1 || group_size >= 2, "options.n_group", "gives groups of ", group_size,
+                " expert(s), but a group scores its two best experts");
+  check.require(o.topk_group >= 1 && o.topk_group <= o.n_group, "options.topk_group", "is ", o.topk_group,
+                " but must lie in [1, n_group = ", o.n_group, "]");
+  check.require(o.k <= o.topk_group * group_size, "options.k", "is ", o.k, " but the ", o.topk_group,
+                " kept group(s) hold only ", o.topk_group * group_size, " experts");
+  check.require(std::isfinite(o.routed_scaling_factor) && o.routed_scaling_factor > 0.0f,
+                "options.routed_scaling_factor", "is ", o.routed_scaling_factor, " but must be finite and > 0");
+  check_partials(check, "weights", weights, g.m, o.k, "one row per row of x", "k columns");
+  auto check_slots = [&](const char* argument, const TensorView& view) {  // M x k int32, contiguous
+    check.not_null(argument, view.data).rank_in(argument, view, 2, 2).dtype_in(argument, view.dtype, {DType::i32});
+    if (!check.failed())
+      check.dim_equals(argument, view, 0, g.m, "rows", "one row per row of x")
+          .dim_equals(argument, view, 1, o.k, "columns", "k columns")
+          .require(view.ld() == o.k, argument, "must be contiguous (row stride k)");
+  };
+  check_slots("ids", ids);
+  if (o.token_expert_indices.data || o.token_expert_indices.rank)
+    check_slots("options.token_expert_indices", o.token_expert_indices);
+  check.require(weights.ld() == o.k, "weights", "must be contiguous (row stride k)");
+  if (o.expert_counts.data || o.expert_counts.rank)
+    check_vector(check, "options.expert_counts", o.expert_counts, experts, {DType::i32});
+  if (o.scores.data || o.scores.rank) {
+    check.not_null("options.scores", o.scores.data)
+        .rank_in("options.scores", o.scores, 2, 2)
+        .dtype_in("options.scores", o.scores.dtype, {DType::f32});
+    if (!check.failed())
+      check.dim_equals("options.scores", o.scores, 0, g.m, "rows", "one row per row of x")
+          .dim_equals("options.scores", o.scores, 1, experts, "columns", "one column per expert")
+          .inner_contiguous("options.scores", o.scores)
+          .tma_aligned("options.scores", o.scores);
+  }
+}
+
+template <int K>
+void launch_program(const TensorView& x, const TensorView& w, float* workspace, const Layout& layout,
+                    const RouterOptions& o, cudaStream_t stream) {
+  const int64_t m = x.rows();
+  const epilogue::ProgramPlan plan =
+      epilogue::plan_program<epilogue::RouterCandidates<K>>({x, Major::k}, {w, Major::k}, o.gemm, kFunction);
+  epilogue::RouterCandidates<K> program;
+  program.candidates = epilogue::row_partials(
+      TensorView::matrix(workspace, DType::f32, m, layout.parts * 2 * K), "workspace", epilogue::TopK<K>::kWords);
+  if (o.mode == RoutingMode::topk_softmax)
+    program.lse = epilogue::row_partials(
+        TensorView::matrix(workspace + layout.lse_offset / sizeof(float), DType::f32, m, layout.parts), "workspace");
+  program.sigmoid = o.mode == RoutingMode::sigmoid_bias;
+  if (o.expert_bias.data) program.expert_bias = epilogue::row_vector(o.expert_bias, "options.expert_bias");
+  epilogue::launch_program(plan, program, stream);
+}
+
+}  // namespace
+
+std::size_t router_workspace_bytes(const TensorView& x, const TensorView& w, const RouterOptions& options) {
+  return reported_by("coda::ops::router_workspace_bytes", [&] {
+    ArgumentCheck check("coda::ops::router_workspace_bytes");
+    check_projection(check, x, w);
+    check.throw_if_error();
+    return Layout(x, w, options).bytes;
+  });
+}
+
+void gemm_router(const TensorView& x, const TensorView& w, const TensorView& weights, const TensorView& ids,
+                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream, const RouterOptions& options) {
+  reported_by(kFunction, [&] {
+    ArgumentCheck check(kFunction);
+    check_router(check, x, w, weights, ids, options);
+    check.throw_if_error();
+    const Layout layout(x, w, options);
+    if (layout.bytes > 0)  // none: options.scores given to a GEMM that needs no workspace of its own
+      check_workspace(check, workspace, workspace_bytes, layout.bytes, "coda::ops::router_workspace_bytes");
+    check.throw_if_error();
+
+    const int64_t m = x.rows(), experts = w.rows();
+    float* ws = static_cast<float*>(workspace);
+    router_detail::SelectArgs a;
+    if (layout.program) {
+      launch_program<kCandidates>(x, w, ws, layout, options, stream);
+      a.candidates = ws;
+      a.lse_parts = options.mode == RoutingMode::topk_softmax ? ws + layout.lse_offset / sizeof(float) : nullptr;
+      a.parts = int(layout.parts);
+      a.candidate_k = int(layout.candidate_k);
+    } else {
+      TensorView scores = layout.scores;
+      if (!scores.data) scores.data = ws;
+      GemmOptions gemm = options.gemm;
+      gemm.workspace = static_cast<char*>(workspace) + layout.gemm_offset;
+      gemm.workspace_bytes = workspace_bytes - layout.gemm_offset;
+      coda::gemm({x, Major::k}, {w, Major::k}, scores, stream, gemm);
+      a.scores = static_cast<const float*>(scores.data);
+      a.scores_ld = scores.ld();
+    }
+    a.expert_bias = static_cast<const float*>(options.expert_bias.data);
+    a.mode = options.mode;
+    a.rows = m;
+    a.experts = int(experts);
+    a.k = options.k;
+    a.renormalize = options.renormalize;
+    a.n_group = options.n_group;
+    a.topk_group = options.topk_group;
+    a.scale = options.routed_scaling_factor;
+    a.weights = static_cast<float*>(weights.data);
+    a.ids = static_cast<int32_t*>(ids.data);
+    a.token_expert_indices = static_cast<int32_t*>(options.token_expert_indices.data);
+    const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
+    router_detail::select_experts<<<unsigned(blocks), 32 * router_detail::kWarpsPerBlock, 0, stream>>>(a);
+    if (options.expert_counts.data) {
+      int32_t* counts = static_cast<int32_t*>(options.expert_counts.data);
+      CODA_CUDA_CHECK(cudaMemsetAsync(counts, 0, std::size_t(experts) * sizeof(int32_t), stream));
+      const int64_t slots = m * options.k;
+      const int threads = 256;
+      const unsigned count_blocks = unsigned(std::min<int64_t>((slots + 4 * threads - 1) / (4 * threads), 264));
+      router_detail::count_experts<<<count_blocks, threads, 0, stream>>>(a.ids, slots, int(experts), counts);
+    }
+    CODA_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+Status try_gemm_router(const TensorView& x, const TensorView& w, const TensorView& weights, const TensorView& ids,
+                       void* workspace, std::size_t workspace_bytes, cudaStream_t stream, const RouterOptions& options) {
+  return status_of(kFunction,
+                   [&] { gemm_router(x, w, weights, ids, workspace, workspace_bytes, stream, options); });
+}
+
+}  // namespace coda::ops

@@ -1,0 +1,260 @@
+// Internal: the router's selection kernel (coda/ops/router.hpp): one warp per token turns the
+// token's candidates (the GEMM epilogue's per-part top-k lists, or its whole row of scores) into
+// k (weight, expert) slots. Every step runs in a fixed order: the same bits run after run.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "coda/epilogue/math.hpp"
+#include "coda/epilogue/monoids.hpp"
+#include "coda/ops/router.hpp"
+
+namespace coda::ops::router_detail {
+
+inline constexpr int kWarpsPerBlock = 4;
+// Each lane holds candidates lane, lane + 32, ... in registers: a whole row of scores (E <= 512) or
+// the parts' candidate lists (at most 4 x 8).
+inline constexpr int kPerLane = int(kRouterMaxExperts / 32);
+inline constexpr int kMaxGroups = 256;      // n_group: at least two experts per group
+
+struct SelectArgs {
+  // Candidates: either the epilogue's partials (M x parts slots of 2 * candidate_k words, and
+  // topk_softmax's lse partials M x parts), or the scores (M x E, ld scores_ld).
+  const float* candidates = nullptr;
+  const float* lse_parts = nullptr;
+  int parts = 0;
+  int candidate_k = 0;
+  const float* scores = nullptr;
+  int64_t scores_ld = 0;
+
+  const float* expert_bias = nullptr;  // f32 E, or null
+  RoutingMode mode = RoutingMode::softmax_topk;
+  int64_t rows = 0;
+  int experts = 0;
+  int k = 1;
+  bool renormalize = false;
+  int n_group = 1;
+  int topk_group = 1;
+  float scale = 1.0f;
+
+  float* weights = nullptr;  // M x k, ld k
+  int32_t* ids = nullptr;
+  int32_t* token_expert_indices = nullptr;  // or null
+};
+
+// (value, id) ranks before (other_value, other_id): larger, or equal with the lower id; an empty
+// entry (id < 0) ranks after every real one.
+__device__ __forceinline__ bool ranks_before(float value, int32_t id, float other_value, int32_t other_id) {
+  if (other_id < 0) return id >= 0;
+  if (id < 0) return false;
+  return value > other_value || (value == other_value && id < other_id);
+}
+
+// The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
+struct Best {
+  float value;
+  int32_t id;
+};
+__device__ __forceinline__ Best warp_best(Best b) {
+#pragma unroll
+  for (int mask = 16; mask >= 1; mask /= 2) {
+    const Best o{__shfl_xor_sync(0xffffffffu, b.value, mask), __shfl_xor_sync(0xffffffffu, b.id, mask)};
+    if (ranks_before(o.value, o.id, b.value, b.id)) b = o;
+  }
+  return b;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int mask = 16; mask >= 1; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask);
+  return v;
+}
+
+struct WarpScratch {
+  float value[kRouterMaxExperts];  // grouped selection only: the row's selection scores, by expert,
+  int32_t live[kRouterMaxExperts]; // whether selectable (not NaN)
+  float group_score[kMaxGroups];
+  int32_t group_kept[kMaxGroups];
+  int32_t chosen[kRouterMaxK];     // the filled slots' experts
+};
+
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs a) {
+  __shared__ WarpScratch scratch_of[kWarpsPerBlock];
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  const int64_t m = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (m >= a.rows) return;  // the whole warp
+  WarpScratch& s = scratch_of[warp];
+  const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
+
+  // 1. The token's candidates in registers: (selection score, expert), bit i of `live` set for a
+  // selectable one (not NaN). Indices are constants after unrolling: no local memory.
+  float value[kPerLane];
+  int32_t id[kPerLane];
+  uint32_t live = 0;
+  float lse = 0.0f;
+  if (a.scores) {
+    const float* row = a.scores + m * a.scores_ld;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + 32 * i;
+      const float score = e < a.experts ? row[e] : NAN;
+      value[i] = sigmoid ? epilogue::sigmoid(score) + (a.expert_bias && e < a.experts ? a.expert_bias[e] : 0.0f)
+                         : score;
+      id[i] = e;
+      if (value[i] == value[i]) live |= 1u << i;
+    }
+    if (a.mode == RoutingMode::topk_softmax) {  // over the non-NaN scores (value holds s here)
+      float max = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) max = (live >> i & 1u) ? fmaxf(max, value[i]) : max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i)  // the max's own term exactly 1 (no inf - inf)
+        sum += (live >> i & 1u) ? (value[i] == max ? 1.0f : expf(value[i] - max)) : 0.0f;
+      epilogue::LogSumExp::State parts{max, sum};
+#pragma unroll
+      for (int mask = 16; mask >= 1; mask /= 2)
+        parts = epilogue::LogSumExp::combine(
+            parts, {__shfl_xor_sync(0xffffffffu, parts.max, mask), __shfl_xor_sync(0xffffffffu, parts.sum, mask)});
+      lse = __shfl_sync(0xffffffffu, epilogue::LogSumExp::finish(parts), 0);
+    }
+  } else {
+    const int count = a.parts * a.candidate_k;  // <= 32: one per lane
+    const float* row = a.candidates + m * int64_t(count) * 2;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      value[i] = -INFINITY;
+      id[i] = -1;
+    }
+    if (lane < count) {
+      const float* slot = row + int64_t(lane / a.candidate_k) * 2 * a.candidate_k;
+      const int j = lane % a.candidate_k;
+      value[0] = slot[j];
+      id[0] = __float_as_int(slot[a.candidate_k + j]);
+      if (id[0] >= 0) live = 1u;
+    }
+    if (a.mode == RoutingMode::topk_softmax) {  // the parts' lse in order, on every lane alike
+      epilogue::LogSumExp::State all = epilogue::LogSumExp::identity();
+      for (int part = 0; part < a.parts; ++part)
+        all = epilogue::LogSumExp::combine(all, {a.lse_parts[m * a.parts + part], 1.0f});
+      lse = epilogue::LogSumExp::finish(all);
+    }
+  }
+
+  // 2. Grouped selection (scores only: every expert of a group): a group scores its two best; the
+  // topk_group best groups are kept, every other expert leaves `live`.
+  if (a.n_group > 1) {
+    const int group_size = a.experts / a.n_group;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (id[i] < a.experts) {
+        s.value[id[i]] = value[i];
+        s.live[id[i]] = live >> i & 1u;
+      }
+    __syncwarp();
+    for (int g = lane; g < a.n_group; g += 32) {
+      float first = -INFINITY, second = -INFINITY;
+      int selectable = 0;
+      for (int e = g * group_size; e < (g + 1) * group_size; ++e) {
+        if (!s.live[e]) continue;
+        const float v = s.value[e];
+        ++selectable;
+        second = v > first ? first : fmaxf(second, v);
+        first = fmaxf(first, v);
+      }
+      s.group_score[g] = selectable >= 2 ? first + second : -INFINITY;
+      s.group_kept[g] = 0;
+    }
+    __syncwarp();
+    for (int round = 0; round < a.topk_group; ++round) {
+      Best b{-INFINITY, -1};
+      for (int g = lane; g < a.n_group; g += 32)
+        if (!s.group_kept[g] && ranks_before(s.group_score[g], g, b.value, b.id)) b = {s.group_score[g], g};
+      b = warp_best(b);
+      if (lane == 0) s.group_kept[b.id] = 1;
+      __syncwarp();
+    }
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (id[i] < a.experts && !s.group_kept[id[i] / group_size]) live &= ~(1u << i);
+  }
+
+  // 3. k rounds of the warp's best remaining candidate; lane j keeps slot j.
+  float my_value = 0.0f;
+  int32_t my_id = -1;
+  for (int slot = 0; slot < a.k; ++slot) {
+    Best b{-INFINITY, -1};
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if ((live >> i & 1u) && ranks_before(value[i], id[i], b.value, b.id)) b = {value[i], id[i]};
+    b = warp_best(b);
+    if (b.id < 0) break;  // nothing selectable is left (uniform across the warp)
+    if (lane == slot) {
+      my_value = b.value;
+      my_id = b.id;
+    }
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (id[i] == b.id) live &= ~(1u << i);  // the one lane holding it
+  }
+
+  // 4. Weights of the filled slots.
+  const bool filled = my_id >= 0;
+  float weight = 0.0f;
+  if (filled) {
+    switch (a.mode) {
+      case RoutingMode::softmax_topk: weight = my_value; break;  // exponentiated below
+      case RoutingMode::topk_softmax: weight = expf(my_value - lse); break;
+      case RoutingMode::sigmoid_bias:
+        weight = a.scores ? epilogue::sigmoid(a.scores[m * a.scores_ld + my_id])
+                          : my_value - (a.expert_bias ? a.expert_bias[my_id] : 0.0f);
+        break;
+    }
+  }
+  if (a.mode == RoutingMode::softmax_topk) {
+    const float top = __shfl_sync(0xffffffffu, my_value, 0);  // slot 0 holds the largest
+    weight = filled ? expf(my_value - top) : 0.0f;
+    weight /= warp_sum(weight);
+  } else if (a.renormalize) {
+    weight /= warp_sum(weight);
+  }
+  weight *= a.scale;
+
+  // 5. Slots nothing selectable filled take the lowest ids not chosen, at weight 0.
+  // The filled slots are the first ones (selection stops at the first empty round).
+  const int filled_count = __popc(__ballot_sync(0xffffffffu, filled));
+  if (filled) s.chosen[lane] = my_id;
+  __syncwarp();
+  if (!filled && lane < a.k) {
+    int wanted = lane - filled_count;  // this slot takes the wanted-th unchosen id (from 0)
+    int32_t e = 0;
+    for (;; ++e) {
+      bool chosen = false;
+      for (int j = 0; j < filled_count; ++j) chosen |= s.chosen[j] == e;
+      if (!chosen && wanted-- == 0) break;
+    }
+    my_id = e;
+    weight = 0.0f;
+  }
+  if (lane < a.k) {
+    a.weights[m * a.k + lane] = weight;
+    a.ids[m * a.k + lane] = my_id;
+    if (a.token_expert_indices) a.token_expert_indices[m * a.k + lane] = int32_t(lane * a.rows + m);
+  }
+}
+
+// Slots per expert: a histogram in shared memory per block, added to `counts` (zeroed before) by
+// integer atomics (exact, so the order does not matter).
+__global__ void count_experts(const int32_t* ids, int64_t slots, int experts, int32_t* counts) {
+  __shared__ int32_t local[kRouterMaxExperts];
+  for (int e = int(threadIdx.x); e < experts; e += int(blockDim.x)) local[e] = 0;
+  __syncthreads();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < slots; i += int64_t(gridDim.x) * blockDim.x)
+    atomicAdd(&local[ids[i]], 1);
+  __syncthreads();
+  for (int e = int(threadIdx.x); e < experts; e += int(blockDim.x))
+    if (local[e]) atomicAdd(&counts[e], local[e]);
+}
+
+}  // namespace coda::ops::router_detail

@@ -1,0 +1,337 @@
+// The MoE router on the GPU against the fp64 reference (coda/reference/moe.hpp). Inputs are
+// multiples of 1/64 with few distinct values: every score is exact in fp32 and fp64 and ties are
+// everywhere, so in the softmax modes the GPU's ids must equal the reference's exactly (the lower id
+// first on every tie) and its weights to fp32 rounding. sigmoid_bias ranks sigmoid(s) + bias, which
+// fp32 rounds: two experts within a few ulps may swap, so there the ids must form a valid selection
+// of the fp64 scores up to 1e-6 (order, nothing better left out, only kept groups) and the weights
+// must be the fp64 formula's at the GPU's ids. Both paths (the scores; with fused_selection, the
+// epilogue's candidates where k <= 8, no groups and M >= 65), every mode, E from 1 to 512, k from 1 to 32 and E, NaN
+// rows (a padded batch), the dispatch outputs, and bitwise repeatability with a garbage workspace.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <set>
+#include <vector>
+
+#include "coda/ops/router.hpp"
+#include "coda/reference/gemm.hpp"
+#include "coda/reference/moe.hpp"
+#include "support/device_tensor.hpp"
+
+namespace coda::test {
+namespace {
+
+using ops::RoutingMode;
+
+struct Case {
+  int64_t m, experts, k_dim;
+  ops::RoutingMode mode = ops::RoutingMode::topk_softmax;
+  int32_t k = 8;
+  bool renormalize = false, bias = false;
+  int32_t n_group = 1, topk_group = 1;
+  float scale = 1.0f;
+  std::vector<int64_t> nan_rows{};
+  bool fused = false;  // options.fused_selection (runs where k <= 8, no groups, M >= 65)
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream s;
+  s << "M " << c.m << ", E " << c.experts << ", K " << c.k_dim << ", mode " << int(c.mode) << ", k " << c.k
+    << ", renormalize " << c.renormalize << ", bias " << c.bias << ", groups " << c.n_group << "/" << c.topk_group
+    << (c.fused ? ", fused" : "");
+  return s.str();
+}
+
+// Multiples of 1/64 in [-1, 1], a third of them 0: products are multiples of 2^-12 and sums of up to
+// 2^12 of them stay exact in fp32.
+void fill_coarse(DeviceTensor& t) {
+  for (int64_t r = 0; r < t.host.view.rows(); ++r)
+    for (int64_t c = 0; c < t.host.view.cols(); ++c) {
+      const int64_t v = uniform_int(-3, 3);
+      const float value = v == 0 || std::abs(v) == 3 ? 0.0f : float(v * uniform_int(1, 64)) / 64.0f;
+      uint32_t bits;
+      std::memcpy(&bits, &value, 4);
+      const uint16_t bf16 = uint16_t(bits >> 16);  // exact: at most 7 significant bits
+      std::memcpy(&t.host.bytes[std::size_t((r * t.host.view.ld() + c) * 2)], &bf16, 2);
+    }
+}
+
+struct Outputs {
+  std::vector<float> weights;
+  std::vector<int32_t> ids, token_expert_indices, counts;
+};
+
+struct RouterRun {
+  DeviceTensor x, w, bias, weights, ids, tei, counts;
+  RouterRun(const Case& c)
+      : x(DType::bf16, c.m, c.k_dim),
+        w(DType::bf16, c.experts, c.k_dim),
+        bias(DType::f32, 1, c.experts),
+        weights(DType::f32, c.m, c.k, c.k),
+        ids(DType::i32, c.m, c.k, c.k),
+        tei(DType::i32, c.m, c.k, c.k),
+        counts(DType::i32, 1, c.experts) {
+    fill_coarse(x);
+    fill_coarse(w);
+    // Experts 1 and 2 (where there are three) score alike for every token: a planted exact tie.
+    if (c.experts >= 3)
+      std::memcpy(&w.host.bytes[std::size_t(2 * w.host.view.ld() * 2)], &w.host.bytes[std::size_t(w.host.view.ld() * 2)],
+                  std::size_t(c.k_dim * 2));
+    for (int64_t r : c.nan_rows)
+      for (int64_t j = 0; j < c.k_dim; ++j) {
+        const uint16_t nan = 0x7FC0;
+        std::memcpy(&x.host.bytes[std::size_t((r * x.host.view.ld() + j) * 2)], &nan, 2);
+      }
+    x.upload();
+    w.upload();
+    for (int64_t e = 0; e < c.experts; ++e) {
+      const float b = float(uniform_int(-64, 64)) / 1024.0f;
+      std::memcpy(&bias.host.bytes[std::size_t(e * 4)], &b, 4);
+    }
+    bias.upload();
+  }
+
+  ops::RouterOptions options(const Case& c) const {
+    return {.mode = c.mode,
+            .k = c.k,
+            .renormalize = c.renormalize,
+            .expert_bias = c.bias ? bias.vector_view() : TensorView{},
+            .n_group = c.n_group,
+            .topk_group = c.topk_group,
+            .routed_scaling_factor = c.scale,
+            .token_expert_indices = tei.view(),
+            .expert_counts = counts.vector_view(),
+            .scores = {},
+            .fused_selection = c.fused,
+            .gemm = {}};
+  }
+
+  Outputs route(const Case& c, uint64_t seed) {
+    const ops::RouterOptions o = options(c);
+    weights.poison();
+    ids.poison();
+    tei.poison();
+    counts.poison();
+    DeviceBuffer ws(ops::router_workspace_bytes(x.view(), w.view(), o));
+    ws.garbage(seed);
+    ops::gemm_router(x.view(), w.view(), weights.view(), ids.view(), ws.get(), ws.bytes(), nullptr, o);
+    CODA_CUDA_CHECK(cudaDeviceSynchronize());
+    Outputs out;
+    out.weights.resize(std::size_t(c.m * c.k));
+    out.ids.resize(out.weights.size());
+    out.token_expert_indices.resize(out.weights.size());
+    out.counts.resize(std::size_t(c.experts));
+    weights.device.download(out.weights.data(), out.weights.size() * 4);
+    ids.device.download(out.ids.data(), out.ids.size() * 4);
+    tei.device.download(out.token_expert_indices.data(), out.ids.size() * 4);
+    counts.device.download(out.counts.data(), out.counts.size() * 4);
+    return out;
+  }
+};
+
+reference::RoutingOptions reference_options(const Case& c, const RouterRun& run) {
+  reference::RoutingOptions o{.mode = reference::RoutingMode(int(c.mode)),
+                              .k = c.k,
+                              .renormalize = c.renormalize,
+                              .n_group = c.n_group,
+                              .topk_group = c.topk_group,
+                              .routed_scaling_factor = c.scale};
+  if (c.bias) {
+    const reference::Matrix b = run.bias.host.matrix();
+    o.expert_bias.assign(b.data.begin(), b.data.end());
+  }
+  return o;
+}
+
+// sigmoid_bias: the GPU's selection is the fp64 reference's up to `tolerance` in the selection
+// scores (p + bias, and group scores), and its weights are the fp64 weights of the experts it chose.
+void expect_valid_sigmoid_selection(const Case& c, const reference::Matrix& scores,
+                                    const reference::RoutingOptions& o, const Outputs& got) {
+  const double tolerance = 1e-6;
+  const int64_t group_size = c.experts / c.n_group;
+  int failures = 0;
+  for (int64_t m = 0; m < c.m && failures < 5; ++m) {
+    if (std::find(c.nan_rows.begin(), c.nan_rows.end(), m) != c.nan_rows.end()) {  // nothing selectable
+      for (int64_t j = 0; j < c.k; ++j) {
+        EXPECT_EQ(got.ids[std::size_t(m * c.k + j)], int32_t(j)) << "token " << m;
+        EXPECT_EQ(got.weights[std::size_t(m * c.k + j)], 0.0f) << "token " << m;
+      }
+      continue;
+    }
+    std::vector<double> p(std::size_t(c.experts)), select(p.size());
+    for (int64_t e = 0; e < c.experts; ++e) {
+      p[std::size_t(e)] = 1.0 / (1.0 + std::exp(-scores(m, e)));
+      select[std::size_t(e)] = p[std::size_t(e)] + (o.expert_bias.empty() ? 0.0 : o.expert_bias[std::size_t(e)]);
+    }
+    // Group scores; the least a kept group may score.
+    std::vector<double> group(std::size_t(c.n_group));
+    for (int64_t g = 0; g < c.n_group; ++g) {
+      std::vector<double> v(select.begin() + g * group_size, select.begin() + (g + 1) * group_size);
+      std::sort(v.rbegin(), v.rend());
+      group[std::size_t(g)] = c.n_group > 1 ? v[0] + v[1] : 0.0;
+    }
+    std::vector<double> ranked_groups = group;
+    std::sort(ranked_groups.rbegin(), ranked_groups.rend());
+    const double kept_floor = ranked_groups[std::size_t(c.topk_group - 1)] - tolerance;
+    const int32_t* ids = &got.ids[std::size_t(m * c.k)];
+    const float* weights = &got.weights[std::size_t(m * c.k)];
+    std::vector<bool> chosen(std::size_t(c.experts), false);
+    double total = 0, lowest = INFINITY;
+    std::set<int64_t> kept_groups;
+    for (int64_t j = 0; j < c.k; ++j) {
+      ASSERT_TRUE(ids[j] >= 0 && ids[j] < c.experts) << "token " << m << " slot " << j << ": id " << ids[j];
+      ASSERT_FALSE(chosen[std::size_t(ids[j])]) << "token " << m << ": expert " << ids[j] << " twice";
+      chosen[std::size_t(ids[j])] = true;
+      const double v = select[std::size_t(ids[j])];
+      if (j > 0 && v > select[std::size_t(ids[j - 1])] + tolerance) {
+        ++failures;
+        ADD_FAILURE() << "token " << m << " slot " << j << ": expert " << ids[j] << " ranks above slot " << j - 1;
+      }
+      if (group[std::size_t(ids[j] / group_size)] < kept_floor) {
+        ++failures;
+        ADD_FAILURE() << "token " << m << ": expert " << ids[j] << "'s group is not among the best";
+      }
+      kept_groups.insert(ids[j] / group_size);
+      lowest = std::min(lowest, v);
+      total += p[std::size_t(ids[j])];
+    }
+    for (int64_t e = 0; e < c.experts; ++e) {
+      const bool eligible = c.n_group == 1 || group[std::size_t(e / group_size)] > kept_floor + 2 * tolerance ||
+                            kept_groups.count(e / group_size);
+      if (!chosen[std::size_t(e)] && eligible && select[std::size_t(e)] > lowest + tolerance) {
+        ++failures;
+        ADD_FAILURE() << "token " << m << ": expert " << e << " (" << select[std::size_t(e)]
+                      << ") left out for one scoring " << lowest;
+      }
+    }
+    EXPECT_LE(int64_t(kept_groups.size()), c.topk_group) << "token " << m;
+    for (int64_t j = 0; j < c.k; ++j) {
+      const double want = p[std::size_t(ids[j])] / (c.renormalize ? total : 1.0) * c.scale;
+      if (std::abs(weights[j] - want) > 2e-6 * std::max(1.0, want)) {
+        ++failures;
+        ADD_FAILURE() << "token " << m << " slot " << j << ": weight " << weights[j] << ", want " << want;
+      }
+    }
+  }
+}
+
+void expect_routes_like_the_reference(Case c) {
+  if (c.fused == false && c.m >= 65 && c.k <= 8 && c.n_group == 1) {  // both paths
+    c.fused = true;
+    expect_routes_like_the_reference(c);
+    c.fused = false;
+  }
+  SCOPED_TRACE(describe(c));
+  SCOPED_TRACE(seed_note());
+  RouterRun run(c);
+  const Outputs got = run.route(c, 11);
+  const reference::Matrix x = run.x.host.matrix(), w = run.w.host.matrix();
+  reference::Matrix scores = reference::gemm(x, Major::k, w, Major::k);
+  for (int64_t r : c.nan_rows)
+    for (int64_t e = 0; e < c.experts; ++e) scores(r, e) = std::nan("");
+  const reference::Routing want = reference::route(scores, reference_options(c, run));
+  const std::vector<int64_t> want_counts = want.expert_counts(c.experts);
+  if (c.mode == RoutingMode::sigmoid_bias) {
+    expect_valid_sigmoid_selection(c, scores, reference_options(c, run), got);
+    std::vector<int64_t> counts(std::size_t(c.experts), 0);
+    for (int32_t id : got.ids) ++counts[std::size_t(id)];
+    for (int64_t e = 0; e < c.experts; ++e) EXPECT_EQ(got.counts[std::size_t(e)], counts[std::size_t(e)]) << e;
+    return;
+  }
+  int mismatches = 0;
+  for (int64_t m = 0; m < c.m && mismatches < 5; ++m)
+    for (int64_t j = 0; j < c.k; ++j) {
+      const std::size_t i = std::size_t(m * c.k + j);
+      const bool same_id = got.ids[i] == want.ids[i];
+      const double tolerance = 2e-6 * std::max(1.0, std::abs(want.weights.data[i]));
+      const bool same_weight = std::abs(got.weights[i] - want.weights.data[i]) <= tolerance;
+      if (!same_id || !same_weight) {
+        ++mismatches;
+        ADD_FAILURE() << "token " << m << " slot " << j << ": expert " << got.ids[i] << " weight " << got.weights[i]
+                      << ", want expert " << want.ids[i] << " weight " << want.weights.data[i];
+      }
+      EXPECT_EQ(got.token_expert_indices[i], int32_t(j * c.m + m));
+    }
+  for (int64_t e = 0; e < c.experts; ++e) EXPECT_EQ(got.counts[std::size_t(e)], want_counts[std::size_t(e)]) << e;
+}
+
+TEST(RouterGpu, EveryModeOnBothPaths) {
+  CODA_REQUIRE_HOPPER();
+  for (int64_t m : {1, 16, 64, 65, 300}) {
+    expect_routes_like_the_reference({m, 64, 512, RoutingMode::softmax_topk, 2});
+    expect_routes_like_the_reference({m, 128, 512, RoutingMode::topk_softmax, 8});
+    expect_routes_like_the_reference({m, 128, 512, RoutingMode::topk_softmax, 8, true});
+    expect_routes_like_the_reference({m, 256, 1024, RoutingMode::sigmoid_bias, 8, true, true});
+    expect_routes_like_the_reference({m, 256, 1024, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
+  }
+}
+
+TEST(RouterGpu, AnyExpertCountAndK) {
+  CODA_REQUIRE_HOPPER();
+  for (int64_t experts : {1, 8, 60, 144, 160, 384, 512})
+    for (int64_t m : {33, 129}) {
+      for (int32_t k : {1, 2, 8, 10, 16, 17, 32}) {
+        if (k > experts) continue;
+        expect_routes_like_the_reference({m, experts, 256, RoutingMode::topk_softmax, k, true});
+      }
+      expect_routes_like_the_reference({m, experts, 256, RoutingMode::softmax_topk, int32_t(std::min<int64_t>(experts, 32))});
+    }
+}
+
+TEST(RouterGpu, GroupedSelectionShapes) {
+  CODA_REQUIRE_HOPPER();
+  // DeepSeek-V3 (256 / 8 groups, keep 4), one expert pair per group, Kimi-K2-like ungrouped 384.
+  expect_routes_like_the_reference({200, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
+  expect_routes_like_the_reference({70, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3});
+  expect_routes_like_the_reference({70, 160, 256, RoutingMode::sigmoid_bias, 6, false, true, 10, 10});
+  expect_routes_like_the_reference({150, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true, 1, 1, 2.827f});
+}
+
+TEST(RouterGpu, NaNRowsSelectNoNaN) {
+  CODA_REQUIRE_HOPPER();
+  for (int64_t m : {9, 130})
+    for (RoutingMode mode : {RoutingMode::softmax_topk, RoutingMode::topk_softmax, RoutingMode::sigmoid_bias}) {
+      Case c{m, 160, 256, mode, 8, true};
+      c.nan_rows = {0, 3, m - 1};
+      expect_routes_like_the_reference(c);
+    }
+}
+
+TEST(RouterGpu, BitwiseRepeatable) {
+  CODA_REQUIRE_HOPPER();
+  for (int64_t m : {16, 1000}) {
+    Case c{m, 256, 2048, RoutingMode::topk_softmax, 8, true};
+    RouterRun run(c);
+    run.x.random(-2, 2).upload();  // fine values: no exact sums, the bits still repeat
+    const Outputs a = run.route(c, 1), b = run.route(c, 2);
+    EXPECT_EQ(std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * 4), 0) << m;
+    EXPECT_EQ(a.ids, b.ids) << m;
+    for (int64_t r = 0; r < m; ++r) {
+      std::set<int32_t> distinct(a.ids.begin() + r * 8, a.ids.begin() + (r + 1) * 8);
+      EXPECT_EQ(distinct.size(), 8u);
+    }
+  }
+}
+
+TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
+  CODA_REQUIRE_HOPPER();
+  const Case c{100, 60, 512, RoutingMode::topk_softmax, 4};
+  RouterRun run(c);
+  DeviceTensor scores(DType::f32, c.m, c.experts);
+  scores.poison();
+  ops::RouterOptions o = run.options(c);
+  o.scores = scores.view();
+  DeviceBuffer ws(ops::router_workspace_bytes(run.x.view(), run.w.view(), o));
+  ops::gemm_router(run.x.view(), run.w.view(), run.weights.view(), run.ids.view(), ws.get(), ws.bytes(), nullptr, o);
+  scores.download();
+  const reference::Matrix want = reference::gemm(run.x.host.matrix(), Major::k, run.w.host.matrix(), Major::k);
+  const reference::Matrix got = scores.host.matrix();
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t e = 0; e < c.experts; ++e) ASSERT_EQ(got(m, e), want(m, e)) << m << ", " << e;
+}
+
+}  // namespace
+}  // namespace coda::test
