@@ -126,6 +126,11 @@ void launch_program(const TensorView& x, const TensorView& w, float* workspace, 
   epilogue::launch_program(plan, program, stream);
 }
 
+template <int PerLane>
+void launch_selection(const router_detail::SelectArgs& a, int64_t blocks, cudaStream_t stream) {
+  router_detail::select_experts<PerLane><<<unsigned(blocks), 32 * router_detail::kWarpsPerBlock, 0, stream>>>(a);
+}
+
 }  // namespace
 
 std::size_t router_workspace_bytes(const TensorView& x, const TensorView& w, const RouterOptions& options) {
@@ -180,7 +185,14 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     a.ids = static_cast<int32_t*>(ids.data);
     a.token_expert_indices = static_cast<int32_t*>(options.token_expert_indices.data);
     const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
-    router_detail::select_experts<<<unsigned(blocks), 32 * router_detail::kWarpsPerBlock, 0, stream>>>(a);
+    const int candidates = layout.program ? int(layout.parts * layout.candidate_k) : int(experts);
+    switch (router_detail::per_lane_for(candidates)) {
+      case 1: launch_selection<1>(a, blocks, stream); break;
+      case 2: launch_selection<2>(a, blocks, stream); break;
+      case 4: launch_selection<4>(a, blocks, stream); break;
+      case 8: launch_selection<8>(a, blocks, stream); break;
+      default: launch_selection<router_detail::kMaxPerLane>(a, blocks, stream); break;
+    }
     if (options.expert_counts.data) {
       int32_t* counts = static_cast<int32_t*>(options.expert_counts.data);
       CODA_CUDA_CHECK(cudaMemsetAsync(counts, 0, std::size_t(experts) * sizeof(int32_t), stream));

@@ -14,8 +14,14 @@ namespace coda::ops::router_detail {
 
 inline constexpr int kWarpsPerBlock = 4;
 // Each lane holds candidates lane, lane + 32, ... in registers: a whole row of scores (E <= 512) or
-// the parts' candidate lists (at most 4 x 8).
-inline constexpr int kPerLane = int(kRouterMaxExperts / 32);
+// the parts' candidate lists (at most 4 x 8). The kernel is compiled for 1, 2, 4, 8 and 16 per lane
+// (per_lane_for): every round of the selection scans each lane's entries, so a row of 256 scans 8.
+inline constexpr int kMaxPerLane = int(kRouterMaxExperts / 32);
+inline int per_lane_for(int candidates) {
+  int per_lane = 1;
+  while (32 * per_lane < candidates) per_lane *= 2;
+  return per_lane;
+}
 inline constexpr int kMaxGroups = 256;      // n_group: at least two experts per group
 
 struct SelectArgs {
@@ -79,6 +85,7 @@ struct WarpScratch {
   int32_t chosen[kRouterMaxK];     // the filled slots' experts
 };
 
+template <int kPerLane>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs a) {
   __shared__ WarpScratch scratch_of[kWarpsPerBlock];
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
@@ -194,9 +201,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs
       my_value = b.value;
       my_id = b.id;
     }
+    if (a.scores) {  // expert e sits in lane e % 32, entry e / 32
+      if (lane == b.id % 32) live &= ~(1u << (b.id / 32));
+    } else {
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (id[i] == b.id) live &= ~(1u << i);  // the one lane holding it
+      for (int i = 0; i < kPerLane; ++i)
+        if (id[i] == b.id) live &= ~(1u << i);  // the one lane holding it
+    }
   }
 
   // 4. Weights of the filled slots.
