@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "coda/epilogue/host_arguments.hpp"
-#include "coda/epilogue/launch.cuh"
-#include "coda/epilogue/programs/router.hpp"
+#include "coda/core/device.hpp"
+#include "coda/epilogue/parts.hpp"
 #include "op_checks.hpp"
+#include "router_candidates.hpp"
 #include "router_select.cuh"
 
 namespace coda::ops {
@@ -17,11 +17,7 @@ constexpr const char* kFunction = "coda::ops::gemm_router";
 // Decode-sized batches: the program's GEMM would run ceil(M / 128) x ceil(E / 128) tiles on as many
 // SMs, where coda::gemm splits K over all of them; there the scores go through the workspace.
 constexpr int64_t kProgramMinRows = 65;
-// The epilogue keeps each part's 8 best candidates per row (TopK<8>); a larger k goes through the
-// scores. A TopK<16> variant doubles the insertion code per element and this file's compile time
-// (nine minutes on 2 cores with both variants).
-constexpr int kProgramMaxK = 8;
-constexpr int kCandidates = 8;
+constexpr int kProgramMaxK = router_detail::kCandidates;
 
 bool uses_program(int64_t m, const RouterOptions& o) {
   return o.fused_selection && m >= kProgramMinRows && o.k <= kProgramMaxK && o.n_group == 1 && o.scores.data == nullptr;
@@ -41,7 +37,7 @@ struct Layout {
     const int64_t m = x.rows(), experts = w.rows();
     if (program) {
       parts = epilogue::parts_along(experts);
-      candidate_k = kCandidates;
+      candidate_k = router_detail::kCandidates;
       lse_offset = aligned(std::size_t(m * parts * 2 * candidate_k) * sizeof(float));
       bytes = lse_offset + (o.mode == RoutingMode::topk_softmax ? std::size_t(m * parts) * sizeof(float) : 0);
       return;
@@ -83,6 +79,8 @@ void check_router(ArgumentCheck& check, const TensorView& x, const TensorView& w
                 " kept group(s) hold only ", o.topk_group * group_size, " experts");
   check.require(std::isfinite(o.routed_scaling_factor) && o.routed_scaling_factor > 0.0f,
                 "options.routed_scaling_factor", "is ", o.routed_scaling_factor, " but must be finite and > 0");
+  check.require(!o.fused_selection || o.gemm.tile == GemmTile::automatic || o.gemm.tile == GemmTile::m128n256,
+                "options.gemm.tile", "is ", o.gemm.tile, " but fused_selection runs on m128n256 (or automatic)");
   check_partials(check, "weights", weights, g.m, o.k, "one row per row of x", "k columns");
   auto check_slots = [&](const char* argument, const TensorView& view) {  // M x k int32, contiguous
     check.not_null(argument, view.data).rank_in(argument, view, 2, 2).dtype_in(argument, view.dtype, {DType::i32});
@@ -107,23 +105,6 @@ void check_router(ArgumentCheck& check, const TensorView& x, const TensorView& w
           .inner_contiguous("options.scores", o.scores)
           .tma_aligned("options.scores", o.scores);
   }
-}
-
-template <int K>
-void launch_program(const TensorView& x, const TensorView& w, float* workspace, const Layout& layout,
-                    const RouterOptions& o, cudaStream_t stream) {
-  const int64_t m = x.rows();
-  const epilogue::ProgramPlan plan =
-      epilogue::plan_program<epilogue::RouterCandidates<K>>({x, Major::k}, {w, Major::k}, o.gemm, kFunction);
-  epilogue::RouterCandidates<K> program;
-  program.candidates = epilogue::row_partials(
-      TensorView::matrix(workspace, DType::f32, m, layout.parts * 2 * K), "workspace", epilogue::TopK<K>::kWords);
-  if (o.mode == RoutingMode::topk_softmax)
-    program.lse = epilogue::row_partials(
-        TensorView::matrix(workspace + layout.lse_offset / sizeof(float), DType::f32, m, layout.parts), "workspace");
-  program.sigmoid = o.mode == RoutingMode::sigmoid_bias;
-  if (o.expert_bias.data) program.expert_bias = epilogue::row_vector(o.expert_bias, "options.expert_bias");
-  epilogue::launch_program(plan, program, stream);
 }
 
 template <int PerLane>
@@ -157,7 +138,7 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     float* ws = static_cast<float*>(workspace);
     router_detail::SelectArgs a;
     if (layout.program) {
-      launch_program<kCandidates>(x, w, ws, layout, options, stream);
+      router_detail::launch_candidates(x, w, ws, ws + layout.lse_offset / sizeof(float), options, kFunction, stream);
       a.candidates = ws;
       a.lse_parts = options.mode == RoutingMode::topk_softmax ? ws + layout.lse_offset / sizeof(float) : nullptr;
       a.parts = int(layout.parts);

@@ -102,6 +102,10 @@ TEST(RouterValidation, OptionRules) {
   a.options.routed_scaling_factor = 0.0f;
   EXPECT_THAT(a.error(), HasSubstr("argument 'options.routed_scaling_factor': is 0 but must be finite and > 0"));
   a = {};
+  a.options.fused_selection = true;
+  a.options.gemm.tile = GemmTile::pingpong_m128n128;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'options.gemm.tile': is pingpong_m128n128 but fused_selection runs on"));
+  a = {};
   a.options.mode = ops::RoutingMode(7);
   EXPECT_THAT(a.error(), HasSubstr("argument 'options.mode': is 7, not a RoutingMode"));
 }

@@ -65,8 +65,8 @@ struct RouterOptions {
   TensorView token_expert_indices;     // optional output: int32 (M x k)
   TensorView expert_counts;            // optional output: int32 (E)
   TensorView scores;                   // optional output: f32 (M x E)
-  // Select in the GEMM's epilogue (k <= 8, no groups, no scores output, M >= 65): the scores are never
-  // written. Off by default: measured 2-11x slower than writing them (docs/performance.md).
+  // Select in the GEMM's epilogue (where k <= 8, no groups, no scores output, M >= 65; on the m128n256
+  // tile): the scores are never written. Off by default: measured slower (docs/performance.md).
   bool fused_selection = false;
   GemmOptions gemm;                    // the GEMM's tile and CTA cap (its workspace: the router's)
 };
