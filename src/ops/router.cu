@@ -8,6 +8,7 @@
 #include "op_checks.hpp"
 #include "router_candidates.hpp"
 #include "router_select.cuh"
+#include "workspace_carve.hpp"
 
 namespace coda::ops {
 namespace {
@@ -17,37 +18,41 @@ constexpr const char* kFunction = "coda::ops::gemm_router";
 // Decode-sized batches: the program's GEMM would run ceil(M / 128) x ceil(E / 128) tiles on as many
 // SMs, where coda::gemm splits K over all of them; there the scores go through the workspace.
 constexpr int64_t kProgramMinRows = 65;
-constexpr int kProgramMaxK = router_detail::kCandidates;
 
 bool uses_program(int64_t m, const RouterOptions& o) {
-  return o.fused_selection && m >= kProgramMinRows && o.k <= kProgramMaxK && o.n_group == 1 && o.scores.data == nullptr;
+  return o.fused_selection && m >= kProgramMinRows && o.k <= router_detail::kCandidates && o.n_group == 1 &&
+         o.scores.data == nullptr;
 }
 
-std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-// The workspace: the program's partials (candidates, then topk_softmax's lse), or the scores
-// (unless options.scores takes them) and then the GEMM's own workspace.
-struct Layout {
+// The workspace (carved from `base`; null only counts): the program's partials (candidates, then
+// topk_softmax's lse), or the scores (unless options.scores takes them) and the GEMM's own workspace.
+struct Workspace {
   bool program;
-  int64_t parts = 0, candidate_k = 0;
-  std::size_t lse_offset = 0, gemm_offset = 0, bytes = 0;
-  TensorView scores;  // the scores path's (data null: at the workspace's start)
+  TensorView candidates, lse;  // the program's
+  TensorView scores;           // the scores path's
+  void* gemm = nullptr;
+  std::size_t gemm_bytes = 0;
+  std::size_t bytes = 0;
 
-  Layout(const TensorView& x, const TensorView& w, const RouterOptions& o) : program(uses_program(x.rows(), o)) {
+  Workspace(void* base, const TensorView& x, const TensorView& w, const RouterOptions& o)
+      : program(uses_program(x.rows(), o)) {
     const int64_t m = x.rows(), experts = w.rows();
+    Carve carve(base);
     if (program) {
-      parts = epilogue::parts_along(experts);
-      candidate_k = router_detail::kCandidates;
-      lse_offset = aligned(std::size_t(m * parts * 2 * candidate_k) * sizeof(float));
-      bytes = lse_offset + (o.mode == RoutingMode::topk_softmax ? std::size_t(m * parts) * sizeof(float) : 0);
-      return;
+      const int64_t parts = epilogue::parts_along(experts);
+      candidates = carve.matrix(DType::f32, m, parts * 2 * router_detail::kCandidates);
+      if (o.mode == RoutingMode::topk_softmax) lse = carve.matrix(DType::f32, m, parts);
+    } else {
+      const int64_t ld = (experts + 3) / 4 * 4;  // rows 16-byte aligned (TMA stores)
+      scores = o.scores.data ? o.scores
+                             : TensorView::matrix(carve.take(std::size_t(m * ld) * sizeof(float)), DType::f32, m,
+                                                  experts, ld);
+      TensorView sized = scores;  // the size query wants an address; any aligned one will do
+      if (!sized.data) sized.data = reinterpret_cast<void*>(uintptr_t(256));
+      gemm_bytes = gemm_workspace_bytes({x, Major::k}, {w, Major::k}, sized, o.gemm);
+      gemm = carve.take(gemm_bytes);
     }
-    const int64_t ld = (experts + 3) / 4 * 4;  // rows 16-byte aligned (TMA stores)
-    scores = o.scores.data ? o.scores : TensorView::matrix(nullptr, DType::f32, m, experts, ld);
-    gemm_offset = o.scores.data ? 0 : aligned(std::size_t(m * ld) * sizeof(float));
-    TensorView sized = scores;  // the size query wants an address; any aligned one will do
-    if (!sized.data) sized.data = reinterpret_cast<void*>(uintptr_t(256));
-    bytes = gemm_offset + gemm_workspace_bytes({x, Major::k}, {w, Major::k}, sized, o.gemm);
+    bytes = carve.used();
   }
 };
 
@@ -119,7 +124,7 @@ std::size_t router_workspace_bytes(const TensorView& x, const TensorView& w, con
     ArgumentCheck check("coda::ops::router_workspace_bytes");
     check_projection(check, x, w);
     check.throw_if_error();
-    return Layout(x, w, options).bytes;
+    return Workspace(nullptr, x, w, options).bytes;
   });
 }
 
@@ -129,29 +134,25 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     ArgumentCheck check(kFunction);
     check_router(check, x, w, weights, ids, options);
     check.throw_if_error();
-    const Layout layout(x, w, options);
-    if (layout.bytes > 0)  // none: options.scores given to a GEMM that needs no workspace of its own
-      check_workspace(check, workspace, workspace_bytes, layout.bytes, "coda::ops::router_workspace_bytes");
+    const Workspace ws(workspace, x, w, options);  // addresses only: nothing is touched before the check
+    if (ws.bytes > 0)  // none: options.scores given to a GEMM that needs no workspace of its own
+      check_workspace(check, workspace, workspace_bytes, ws.bytes, "coda::ops::router_workspace_bytes");
     check.throw_if_error();
 
     const int64_t m = x.rows(), experts = w.rows();
-    float* ws = static_cast<float*>(workspace);
     router_detail::SelectArgs a;
-    if (layout.program) {
-      router_detail::launch_candidates(x, w, ws, ws + layout.lse_offset / sizeof(float), options, kFunction, stream);
-      a.candidates = ws;
-      a.lse_parts = options.mode == RoutingMode::topk_softmax ? ws + layout.lse_offset / sizeof(float) : nullptr;
-      a.parts = int(layout.parts);
-      a.candidate_k = int(layout.candidate_k);
+    if (ws.program) {
+      router_detail::launch_candidates(x, w, ws.candidates, ws.lse, options, kFunction, stream);
+      a.candidates = static_cast<const float*>(ws.candidates.data);
+      a.lse_parts = static_cast<const float*>(ws.lse.data);
+      a.parts = int(epilogue::parts_along(experts));
     } else {
-      TensorView scores = layout.scores;
-      if (!scores.data) scores.data = ws;
       GemmOptions gemm = options.gemm;
-      gemm.workspace = static_cast<char*>(workspace) + layout.gemm_offset;
-      gemm.workspace_bytes = workspace_bytes - layout.gemm_offset;
-      coda::gemm({x, Major::k}, {w, Major::k}, scores, stream, gemm);
-      a.scores = static_cast<const float*>(scores.data);
-      a.scores_ld = scores.ld();
+      gemm.workspace = ws.gemm;
+      gemm.workspace_bytes = ws.gemm_bytes;
+      coda::gemm({x, Major::k}, {w, Major::k}, ws.scores, stream, gemm);
+      a.scores = static_cast<const float*>(ws.scores.data);
+      a.scores_ld = ws.scores.ld();
     }
     a.expert_bias = static_cast<const float*>(options.expert_bias.data);
     a.mode = options.mode;
@@ -166,7 +167,7 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     a.ids = static_cast<int32_t*>(ids.data);
     a.token_expert_indices = static_cast<int32_t*>(options.token_expert_indices.data);
     const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
-    const int candidates = layout.program ? int(layout.parts * layout.candidate_k) : int(experts);
+    const int candidates = ws.program ? a.parts * router_detail::kCandidates : int(experts);
     switch (router_detail::per_lane_for(candidates)) {
       case 1: launch_selection<1>(a, blocks, stream); break;
       case 2: launch_selection<2>(a, blocks, stream); break;

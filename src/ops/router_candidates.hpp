@@ -14,9 +14,10 @@ namespace coda::ops::router_detail {
 inline constexpr int kCandidates = 8;
 
 /// X W^T with the RouterCandidates program (epilogue/programs/router.hpp) on the cooperative
-/// m128n256 tile: M x parts slots of kCandidates (selection score, expert) at `candidates`, and for
-/// topk_softmax M x parts log-sum-exp partials at `lse`.
-void launch_candidates(const TensorView& x, const TensorView& w, float* candidates, float* lse,
-                       const RouterOptions& options, const char* function, cudaStream_t stream);
+/// m128n256 tile: `candidates` (f32, M x parts * 2 kCandidates) gets each part's kCandidates
+/// (selection score, expert) per row, and `lse` (f32, M x parts; topk_softmax only) its log-sum-exp.
+void launch_candidates(const TensorView& x, const TensorView& w, const TensorView& candidates,
+                       const TensorView& lse, const RouterOptions& options, const char* function,
+                       cudaStream_t stream);
 
 }  // namespace coda::ops::router_detail

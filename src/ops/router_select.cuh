@@ -9,6 +9,7 @@
 #include "coda/epilogue/math.hpp"
 #include "coda/epilogue/monoids.hpp"
 #include "coda/ops/router.hpp"
+#include "router_candidates.hpp"
 
 namespace coda::ops::router_detail {
 
@@ -25,12 +26,11 @@ inline int per_lane_for(int candidates) {
 inline constexpr int kMaxGroups = 256;      // n_group: at least two experts per group
 
 struct SelectArgs {
-  // Candidates: either the epilogue's partials (M x parts slots of 2 * candidate_k words, and
+  // Candidates: either the epilogue's partials (M x parts slots of 2 kCandidates words, and
   // topk_softmax's lse partials M x parts), or the scores (M x E, ld scores_ld).
   const float* candidates = nullptr;
   const float* lse_parts = nullptr;
   int parts = 0;
-  int candidate_k = 0;
   const float* scores = nullptr;
   int64_t scores_ld = 0;
 
@@ -112,14 +112,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs
       if (value[i] == value[i]) live |= 1u << i;
     }
     if (a.mode == RoutingMode::topk_softmax) {  // over the non-NaN scores (value holds s here)
-      float max = -INFINITY;
+      float scores[kPerLane];
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) max = (live >> i & 1u) ? fmaxf(max, value[i]) : max;
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i)  // the max's own term exactly 1 (no inf - inf)
-        sum += (live >> i & 1u) ? (value[i] == max ? 1.0f : expf(value[i] - max)) : 0.0f;
-      epilogue::LogSumExp::State parts{max, sum};
+      for (int i = 0; i < kPerLane; ++i) scores[i] = (live >> i & 1u) ? value[i] : -INFINITY;
+      epilogue::LogSumExp::State parts = epilogue::LogSumExp::fold(scores);
 #pragma unroll
       for (int mask = 16; mask >= 1; mask /= 2)
         parts = epilogue::LogSumExp::combine(
@@ -127,7 +123,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs
       lse = __shfl_sync(0xffffffffu, epilogue::LogSumExp::finish(parts), 0);
     }
   } else {
-    const int count = a.parts * a.candidate_k;  // <= 32: one per lane
+    const int count = a.parts * kCandidates;  // <= 32: one per lane
     const float* row = a.candidates + m * int64_t(count) * 2;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
@@ -135,10 +131,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs
       id[i] = -1;
     }
     if (lane < count) {
-      const float* slot = row + int64_t(lane / a.candidate_k) * 2 * a.candidate_k;
-      const int j = lane % a.candidate_k;
+      const float* slot = row + int64_t(lane / kCandidates) * 2 * kCandidates;
+      const int j = lane % kCandidates;
       value[0] = slot[j];
-      id[0] = __float_as_int(slot[a.candidate_k + j]);
+      id[0] = __float_as_int(slot[kCandidates + j]);
       if (id[0] >= 0) live = 1u;
     }
     if (a.mode == RoutingMode::topk_softmax) {  // the parts' lse in order, on every lane alike
@@ -217,7 +213,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs
     switch (a.mode) {
       case RoutingMode::softmax_topk: weight = my_value; break;  // exponentiated below
       case RoutingMode::topk_softmax: weight = expf(my_value - lse); break;
-      case RoutingMode::sigmoid_bias:
+      case RoutingMode::sigmoid_bias:  // a candidate carries only p + bias: p is that sum less the bias
         weight = a.scores ? epilogue::sigmoid(a.scores[m * a.scores_ld + my_id])
                           : my_value - (a.expert_bias ? a.expert_bias[my_id] : 0.0f);
         break;

@@ -71,10 +71,14 @@ class EpilogueRouter : public PartShapeTest {
       }
       if (with_lse) {
         const reference::Matrix got = lse.matrix(batch);
-        if (batch == 0) EXPECT_EQ(got(7, 0), -std::numeric_limits<float>::infinity()) << "a row of NaN: no softmax mass";
+        if (batch == 0) {
+          EXPECT_EQ(got(7, 0), -std::numeric_limits<float>::infinity()) << "a row of NaN: no softmax mass";
+        }
         for (int64_t r = 0; r < shape.rows; ++r)
           for (int64_t pn = 0; pn < parts; ++pn)
-            if (std::isfinite(want_lse(r, pn))) EXPECT_NEAR(got(r, pn), want_lse(r, pn), 1e-5 * (1 + std::abs(want_lse(r, pn))));
+            if (std::isfinite(want_lse(r, pn))) {
+              EXPECT_NEAR(got(r, pn), want_lse(r, pn), 1e-5 * (1 + std::abs(want_lse(r, pn))));
+            }
       }
     }
   }

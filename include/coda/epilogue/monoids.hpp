@@ -153,8 +153,7 @@ struct TopK {
     if (c.value == c.value) insert(a, c.value, c.index);
     return a;
   }
-  /// b's entries go into a one by one, empty ones skipped (a candidate from one() costs one
-  /// insertion: the compiler sees its other entries empty). No early exit, so the loop unrolls and
+  /// b's entries go into a one by one, empty ones skipped. No early exit, so the loop unrolls and
   /// every entry index is a constant (a register, never local memory).
   CODA_HD static State combine(State a, const State& b) {
     for (int j = 0; j < K; ++j)

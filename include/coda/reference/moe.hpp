@@ -22,8 +22,9 @@
 // groups) go to the lower id first. NaN scores are never selected (in a group score they count
 // as -inf, and a group with fewer than two selectable experts scores -inf); NaN scores are also
 // left out of topk_softmax's softmax. When fewer than k experts are selectable, the remaining
-// slots hold the lowest ids not yet chosen, at weight 0 (ids are always distinct and in [0, E)). Infinite scores are ordinary values (as in softmax, a row whose
-// selected scores are all -inf gives NaN weights).
+// slots hold the lowest ids not yet chosen, at weight 0 (ids are always distinct and in [0, E)).
+// Infinite scores are ordinary values (as in softmax, a row whose selected scores are all -inf
+// gives NaN weights).
 #pragma once
 
 #include <cstdint>
