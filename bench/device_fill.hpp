@@ -14,6 +14,10 @@ namespace coda::bench {
 /// ordered on `stream`.
 void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream);
 
+/// Copy `bytes` (a multiple of 16, both 16-byte aligned) with 16-byte loads and stores over every
+/// SM: the device-to-device copy the memory-bound benchmarks measure their bandwidth against.
+void copy_16byte(void* to, const void* from, std::size_t bytes, cudaStream_t stream);
+
 }  // namespace coda::bench
 
 namespace coda::bench {

@@ -52,10 +52,13 @@ std::vector<Shape> shapes_for(const std::string& set) {
   if (all || set == "transformer") {
     const int64_t hidden[] = {2048, 4096, 8192}, ffn[] = {8192, 14336, 28672};
     for (int i = 0; i < 3; ++i) add_layer(s, "transformer", 16384, hidden[i], ffn[i], "H=" + std::to_string(hidden[i]));
-    for (int64_t h : {2048, 4096, 8192}) s.push_back({"transformer", "lm head H=" + std::to_string(h), 8192, 128256, h});
+    for (int64_t h : {2048, 4096, 8192})
+      s.push_back({"transformer", "lm head H=" + std::to_string(h), 8192, 128256, h});
   }
   if (all || set == "decode")
-    for (int64_t m : {1, 16, 64, 128}) add_layer(s, "decode", m, 4096, 14336, "M=" + std::to_string(m));
+    for (const auto& [h, f] : {std::pair<int64_t, int64_t>{4096, 14336}, {8192, 28672}})
+      for (int64_t m : {1, 2, 8, 16, 32, 64, 128})
+        add_layer(s, "decode", m, h, f, "M=" + std::to_string(m) + " H=" + std::to_string(h));
   if (all || set == "backward") {
     // dX = dY W (B N-major) and dW = dY^T X (A M-major, B N-major) of the H=4096 layer, plus
     // the four majors at 4096^3.
@@ -161,16 +164,42 @@ Row measure(const Shape& shape, DType dtype, const GemmOptions& forced, CublasGe
   return row;
 }
 
-double tflops(const Shape& s, const Timing& t) { return 2.0 * double(s.m) * double(s.n) * double(s.k) / (t.median_ms * 1e9); }
+double tflops(const Shape& s, const Timing& t) {
+  return 2.0 * double(s.m) * double(s.n) * double(s.k) / (t.median_ms * 1e9);
+}
+
+// GB/s of B's bytes (the weight's: what bounds a small-M product) in time `t`.
+double weight_gbs(const Shape& s, const Timing& t, DType dtype) {
+  return double(s.n) * double(s.k) * double(size_of(dtype)) / (t.median_ms * 1e6);
+}
+
+// The device-to-device copy bandwidth, (bytes read + bytes written) / time, of 512 MiB: the
+// better of cudaMemcpyAsync and a 16-byte copy kernel. The memory speed small M is measured against.
+double copy_gbs(cudaStream_t stream) {
+  const std::size_t bytes = std::size_t(512) << 20;
+  void *from = nullptr, *to = nullptr;
+  CODA_CUDA_CHECK(cudaMalloc(&from, bytes));
+  CODA_CUDA_CHECK(cudaMalloc(&to, bytes));
+  CODA_CUDA_CHECK(cudaMemsetAsync(from, 1, bytes, stream));
+  const std::vector<Timing> t = time_side_by_side(
+      {[&](int) { CODA_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream)); },
+       [&](int) { copy_16byte(to, from, bytes, stream); }},
+      stream, 2, 4, 8);
+  cudaFree(from);
+  cudaFree(to);
+  return 2.0 * double(bytes) / (std::min(t[0].median_ms, t[1].median_ms) * 1e6);
+}
 
 std::string majors(const Shape& s) {
   return std::string(s.a == Major::k ? "A:K" : "A:M") + (s.b == Major::k ? " B:K" : " B:N");
 }
 
 void write_json(const std::string& path, const std::vector<Row>& rows, const std::map<std::string, double>& geomeans,
-                const DeviceInfo& device, DType dtype) {
+                const DeviceInfo& device, DType dtype, double copy) {
   std::ofstream f(path);
-  f << "{\n  \"device\": \"" << device.name << "\",\n  \"dtype\": \"" << name(dtype) << "\",\n  \"geomean_ratio\": {";
+  f << "{\n  \"device\": \"" << device.name << "\",\n  \"dtype\": \"" << name(dtype) << "\",\n";
+  if (copy > 0) f << "  \"copy_gbs\": " << copy << ",\n";
+  f << "  \"geomean_ratio\": {";
   bool first = true;
   for (const auto& [group, g] : geomeans) {
     f << (first ? "" : ", ") << "\"" << group << "\": " << g;
@@ -186,6 +215,8 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const std
       << ", \"coda_ms\": " << r.ours.median_ms << ", \"cublas_ms\": " << r.cublas.median_ms
       << ", \"coda_tflops\": " << tflops(r.shape, r.ours) << ", \"cublas_tflops\": " << tflops(r.shape, r.cublas)
       << ", \"ratio_cublas_over_coda\": " << r.cublas.median_ms / r.ours.median_ms
+      << ", \"coda_weight_gbs\": " << weight_gbs(r.shape, r.ours, dtype)
+      << ", \"cublas_weight_gbs\": " << weight_gbs(r.shape, r.cublas, dtype)
       << ", \"difference_vs_cublas\": " << r.difference << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
@@ -203,7 +234,16 @@ int gemm_benchmark(const GemmBenchOptions& options) {
     std::fprintf(stderr, "coda bench gemm: no Hopper GPU here; the benchmark needs one (see `coda info`)\n");
     return 1;
   }
-  const std::vector<Shape> shapes = shapes_for(set);
+  std::vector<Shape> shapes = shapes_for(set);
+  if (!options.shape.empty()) {
+    long long m = 0, n = 0, k = 0;
+    if (std::sscanf(options.shape.c_str(), "%lld,%lld,%lld", &m, &n, &k) != 3 || m < 1 || n < 1 || k < 1) {
+      std::fprintf(stderr, "coda bench gemm: --shape '%s' is not M,N,K (three positive integers)\n",
+                   options.shape.c_str());
+      return 2;
+    }
+    shapes = {{"shape", "M,N,K", m, n, k}};
+  }
   if (shapes.empty()) {
     std::fprintf(stderr, "coda bench gemm: unknown --set '%s'\n", set.c_str());
     return 2;
@@ -213,12 +253,19 @@ int gemm_benchmark(const GemmBenchOptions& options) {
   CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   CublasGemm cublas(stream);
 
-  std::printf("coda bench gemm: %s, %s, median of CUDA-graph replays over rotating buffers\n",
-              device.name.c_str(), std::string(name(dtype)).c_str());
-  std::printf("%-12s %-22s %-24s %-9s %-16s %9s %7s %9s %7s %7s %9s\n", "group", "shape", "M x N x K", "majors",
-              "tile", "coda ms", "TF/s", "cuBLAS ms", "TF/s", "ratio", "diff");
+  std::printf("coda bench gemm: %s, %s, median of CUDA-graph replays over rotating buffers\n", device.name.c_str(),
+              std::string(name(dtype)).c_str());
+  const bool decode = std::any_of(shapes.begin(), shapes.end(), [](const Shape& s) { return s.m <= 128; });
+  const double copy = decode ? copy_gbs(stream) : 0;
+  if (decode)
+    std::printf(
+        "device-to-device copy: %.0f GB/s (read + write); rows with M <= 128: GB/s of the weight's bytes, %% of that\n",
+        copy);
+  std::printf("%-12s %-22s %-24s %-9s %-22s %9s %7s %9s %7s %7s %9s %13s %13s\n", "group", "shape", "M x N x K",
+              "majors", "tile", "coda ms", "TF/s", "cuBLAS ms", "TF/s", "ratio", "diff", "coda GB/s", "cuBLAS GB/s");
   std::vector<Row> rows;
   std::map<std::string, std::pair<double, int>> log_sums;
+  double lowest_decode_ratio = 1e30, lowest_small_m_copy = 1e30;
   for (const Shape& s : shapes) {
     const Row r = measure(s, dtype, forced, cublas, stream, device.l2_bytes);
     rows.push_back(r);
@@ -228,10 +275,19 @@ int gemm_benchmark(const GemmBenchOptions& options) {
     const std::string dims = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
     const std::string plan = std::string(name(r.plan.tile)) +
                              (r.plan.split_k > 1 ? " split" + std::to_string(r.plan.split_k) : "") +
-                             (r.plan.stream_k_tiles > 0 ? " sk" + std::to_string(r.plan.stream_k_tiles) : "");
-    std::printf("%-12s %-22s %-24s %-9s %-16s %9.4f %7.1f %9.4f %7.1f %7.3f %9.2e\n", s.group.c_str(), s.label.c_str(),
-                dims.c_str(), majors(s).c_str(), plan.c_str(), r.ours.median_ms, tflops(s, r.ours), r.cublas.median_ms,
-                tflops(s, r.cublas), ratio, r.difference);
+                             (r.plan.stream_k_tiles > 0 ? " sk" + std::to_string(r.plan.stream_k_tiles) : "") + " " +
+                             std::to_string(r.plan.ctas);
+    char bandwidth[2][32] = {"-", "-"};
+    if (s.m <= 128) {
+      const double ours = weight_gbs(s, r.ours, dtype), theirs = weight_gbs(s, r.cublas, dtype);
+      std::snprintf(bandwidth[0], sizeof bandwidth[0], "%.0f %3.0f%%", ours, 100 * ours / copy);
+      std::snprintf(bandwidth[1], sizeof bandwidth[1], "%.0f %3.0f%%", theirs, 100 * theirs / copy);
+      lowest_decode_ratio = std::min(lowest_decode_ratio, ratio);
+      if (s.m <= 16) lowest_small_m_copy = std::min(lowest_small_m_copy, ours / copy);
+    }
+    std::printf("%-12s %-22s %-24s %-9s %-22s %9.4f %7.1f %9.4f %7.1f %7.3f %9.2e %13s %13s\n", s.group.c_str(),
+                s.label.c_str(), dims.c_str(), majors(s).c_str(), plan.c_str(), r.ours.median_ms, tflops(s, r.ours),
+                r.cublas.median_ms, tflops(s, r.cublas), ratio, r.difference, bandwidth[0], bandwidth[1]);
     std::fflush(stdout);
   }
   std::map<std::string, double> geomeans;
@@ -240,7 +296,10 @@ int gemm_benchmark(const GemmBenchOptions& options) {
     geomeans[group] = std::exp(sum.first / sum.second);
     std::printf("  %-12s %.3f over %d shapes\n", group.c_str(), geomeans[group], sum.second);
   }
-  write_json(options.json, rows, geomeans, device, dtype);
+  if (decode)
+    std::printf("decode: lowest shape %.3f of cuBLAS; at M <= 16 at least %.1f%% of the copy bandwidth\n",
+                lowest_decode_ratio, 100 * lowest_small_m_copy);
+  write_json(options.json, rows, geomeans, device, dtype, copy);
   std::printf("wrote %s\n", options.json.c_str());
   cudaStreamDestroy(stream);
   return 0;

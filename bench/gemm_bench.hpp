@@ -11,6 +11,7 @@ namespace coda::bench {
 
 struct GemmBenchOptions {
   std::string set = "all";  // one of gemm_bench_sets()
+  std::string shape;        // "M,N,K": that one shape (group "shape") instead of a set
   DType dtype = DType::bf16;
   std::string json = "bench_gemm.json";
   GemmOptions forced;  // a tile, split-K, raster group or grid cap forced on every shape

@@ -20,6 +20,9 @@
 // its row stride) are overwritten too. A C that is a column slice of a wider matrix loses the
 // neighbouring columns there (CUDA's TMA; the same holds for every tile output of an epilogue).
 //
+// Small M: at M <= 64 the heuristic computes C^T = B A^T on the swap_m64n128 tile (the weight on
+// wgmma's 64-row side, the tokens on its N side), written back in C's layout; the same results.
+//
 // Workspace: with one (options.workspace), tiles may be computed in several K segments: split-K
 // when there are few output tiles (decode) and, on request, a stream-K tail that deals the last
 // partial wave of tiles out evenly over the SMs. Results stay bitwise deterministic and never
@@ -61,6 +64,9 @@ enum class GemmTile : uint8_t {
   // (and on m128n256 from K = 4096: coda/epilogue/plan.hpp); the heuristic never picks it for a
   // plain GEMM (slower than m128n256 at the power limit).
   pingpong_m128n128,
+  // Small M (the heuristic's choice at M <= 64): computed transposed, C^T = B A^T, the weight on
+  // wgmma's 64-row side and up to 64 tokens on its N side; 64 x 128 tiles of C.
+  swap_m64n128,
 };
 
 CODA_API std::string_view name(GemmTile tile);

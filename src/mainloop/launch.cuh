@@ -3,17 +3,26 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "coda/core/device.hpp"
 #include "coda/mainloop/launch.cuh"
 #include "coda/mainloop/store_epilogue.cuh"
 #include "coda/mainloop/tiles.hpp"
+#include "coda/mainloop/transposed_epilogue.cuh"
 #include "mainloop/launch.hpp"
 
 namespace coda::mainloop {
 
+/// The store epilogue of `Config`'s tiles (transposed back to C on a swapped configuration).
+template <class Config>
+using StoreEpilogueOf =
+    std::conditional_t<Config::kSwapAB, Transposed<StoreEpilogue<Config::kStagingBuffers>, Config::kWarpgroupM>,
+                       StoreEpilogue<Config::kStagingBuffers>>;
+
 template <class Config, class Element, Major AMajor, Major BMajor>
 void launch_store(const LaunchPlan& plan, const StoreKernelParams& params, cudaStream_t stream) {
-  launch_kernel<Config, Element, AMajor, BMajor, StoreEpilogue<Config::kStagingBuffers>>(plan, params, stream);
+  launch_kernel<Config, Element, AMajor, BMajor, StoreEpilogueOf<Config>>(plan, params, stream);
 }
 
 template <class Tile>
@@ -22,7 +31,7 @@ int resident_ctas_for() {
   static PerDevice<int> cached;
   return cached.get([](int device) {
     using Config = typename Tile::Config;
-    using Epilogue = StoreEpilogue<Config::kStagingBuffers>;
+    using Epilogue = StoreEpilogueOf<Config>;
     auto* kernel = &gemm_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>;
     constexpr int kShared = kSharedBytes<Config, __nv_bfloat16, Epilogue>;
     CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
@@ -43,7 +52,8 @@ template <class Tile>
 Launcher launcher_for(DType input, Major a, Major b) {
   using Config = typename Tile::Config;
   const bool bf16 = input == DType::bf16;
-  const bool ta = a == Major::mn, tb = b == Major::mn;
+  // A swapped kernel's A operand is C's B (plan.cpp: build_launch).
+  const bool ta = (Config::kSwapAB ? b : a) == Major::mn, tb = (Config::kSwapAB ? a : b) == Major::mn;
   using BF = __nv_bfloat16;
   using H = __half;
   constexpr Major K = Major::k, MN = Major::mn;

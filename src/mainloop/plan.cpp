@@ -33,13 +33,14 @@ std::string_view name(GemmTile tile) {
 namespace mainloop {
 namespace {
 
-static_assert(int(GemmTile::pingpong_m128n128) == ShippedTiles::kSize,
+static_assert(int(GemmTile::swap_m64n128) == ShippedTiles::kSize,
               "every GemmTile but automatic has a row in ShippedTiles (tiles.hpp)");
 
 // What the planner needs to know of a tile, from its row of ShippedTiles.
 struct TileFacts {
-  int block_m, block_n, cluster_m, cluster_n;
+  int block_m, block_n, cluster_m, cluster_n;  // the kernel's (a swapped tile's rows are C's columns)
   double relative_speed;  // per-tile throughput relative to the largest tiles (a planning estimate)
+  bool swap_ab;           // computes C^T = B A^T (tiles.hpp)
   int cluster_size() const { return cluster_m * cluster_n; }
 };
 
@@ -48,13 +49,45 @@ TileFacts facts(GemmTile t) {
       t,
       []<class Tile>() {
         using C = typename Tile::Config;
-        return TileFacts{C::kBlockM, C::kBlockN, C::kClusterM, C::kClusterN, Tile::kRelativeSpeed};
+        return TileFacts{C::kBlockM, C::kBlockN, C::kClusterM, C::kClusterN, Tile::kRelativeSpeed, C::kSwapAB};
       },
       []() -> TileFacts { throw InternalError("coda::mainloop", "no facts for the automatic tile"); });
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The problem the kernel of `f` computes: C's, or C^T's on a swapped tile.
+Problem kernel_problem(Problem p, const TileFacts& f) {
+  if (f.swap_ab) std::swap(p.m, p.n);
+  return p;
+}
+
+// The swapped tile (tiles.hpp) takes products of up to this many rows of A (tokens): there the
+// weight's bytes bound the product.
+constexpr int64_t kSwappedMaxM = 64;
+
+// Split-K of a swapped plan, from a model of what bounds it (H100, `coda bench gemm --shape`, M = 1):
+// a CTA streams its weight tile at kStreamPerCta (32 whole 128 x 4096 tiles: 1.9 TB/s), enough CTAs
+// at the copy bandwidth kCopyBandwidth (128 tiles: 2.84 TB/s, cuBLAS's rate), and a plan in several
+// K segments pays kSegmentsCost once (clearing the arrival counters, publishing and adding the
+// partials: 4096 x 16384 split 4 took 59 us for 48 us of streaming; 4096 x 4096 split 4 24.8 us
+// against 17.6 us whole). Stream-K was slower still (docs/performance.md).
+constexpr double kStreamPerCta = 60e9;     // bytes / s
+constexpr double kCopyBandwidth = 2.8e12;  // bytes / s
+constexpr double kSegmentsCost = 11e-6;    // s
+
+int swapped_split(const Problem& q, int64_t tiles, int64_t ctas, int64_t k_blocks) {
+  const double bytes = double(q.m) * double(q.k) * double(size_of(q.input)) * double(q.batch);
+  auto seconds = [&](int64_t split) {
+    const double streaming = double(std::min(tiles * split, ctas)) * kStreamPerCta;
+    return bytes / std::min(streaming, kCopyBandwidth) + (split > 1 ? kSegmentsCost : 0.0);
+  };
+  int64_t best = 1;
+  for (int64_t split = 2; split <= std::min<int64_t>(64, k_blocks / 2) && tiles * split <= ctas; split *= 2)
+    if (seconds(split) < seconds(best) * 0.97) best = split;
+  return int(best);
+}
 
 // Estimated time in units of one large tile's mainloop: whole "waves" of resident CTAs, each
 // tile costing its area over its relative speed.
@@ -158,8 +191,10 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
   GemmPlan& out = plan.public_plan;
   out.tile = options.tile;
   if (out.tile == GemmTile::automatic) {
-    if (p.m <= 64) {
-      out.tile = GemmTile::m64n256;
+    if (p.m <= kSwappedMaxM) {
+      // Few tokens: swapped, a CTA's MMAs cover 128 weight rows at any M (m64n256 measured 0.63-0.92
+      // of cuBLAS here). From 65 tokens the planner's estimate below (measured: docs/performance.md).
+      out.tile = GemmTile::swap_m64n128;
     } else {
       // Not the ping-pong tile: it reads 1.5x the operand bytes per MMA from L2, which an H200 at
       // its power limit pays for in clock (steady state, the Transformer set: m128n256 everywhere
@@ -175,14 +210,15 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
     }
   }
   const TileFacts f = facts(out.tile);
+  const Problem q = kernel_problem(p, f);
   const int cluster = f.cluster_size();
   int ctas = resident_ctas(out.tile);
   if (options.max_ctas > 0) ctas = std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster));
   const int64_t clusters = ctas / cluster;
-  out.output_tiles = ceil_div(p.m, f.block_m) * ceil_div(p.n, f.block_n) * p.batch;
+  out.output_tiles = ceil_div(q.m, f.block_m) * ceil_div(q.n, f.block_n) * q.batch;
   plan.cluster_tiles =
-      ceil_div(ceil_div(p.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(p.n, f.block_n), f.cluster_n) * p.batch;
-  const int64_t k_blocks = ceil_div(p.k, 64);
+      ceil_div(ceil_div(q.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(q.n, f.block_n), f.cluster_n) * q.batch;
+  const int64_t k_blocks = ceil_div(q.k, 64);
   const bool has_workspace = options.workspace != nullptr;
 
   if (options.split_k > 1) {
@@ -194,6 +230,8 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
                  ": splits x K blocks (", k_blocks, ") must stay below 2^31");
     check.throw_if_error();
     out.split_k = options.split_k;
+  } else if (options.split_k == 0 && has_workspace && f.swap_ab) {
+    out.split_k = swapped_split(q, plan.cluster_tiles, clusters, k_blocks);
   } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
     // Few tiles leave SMs idle: split K, at most 4 ways with at least 8 blocks of 64 each (on an
     // H200, decode shapes ran fastest at 4 splits; 8 and 16 were slower).
@@ -245,12 +283,16 @@ LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, const Proble
   launch.a_major = a.major;
   launch.b_major = b.major;
   const TileFacts f = facts(plan.public_plan.tile);
-  launch.a = operand_map(a, uint32_t(f.block_m / f.cluster_n), "a");
-  launch.b = operand_map(b, uint32_t(f.block_n / f.cluster_m), "b");
+  const Problem q = kernel_problem(p, f);
+  launch.swap_ab = f.swap_ab;
+  const GemmOperand& kernel_a = f.swap_ab ? b : a;  // C^T = B A^T
+  const GemmOperand& kernel_b = f.swap_ab ? a : b;
+  launch.a = operand_map(kernel_a, uint32_t(f.block_m / f.cluster_n), f.swap_ab ? "b" : "a");
+  launch.b = operand_map(kernel_b, uint32_t(f.block_n / f.cluster_m), f.swap_ab ? "a" : "b");
 
   ScheduleParams& s = launch.schedule;
-  s.tiles_m = int32_t(ceil_div(p.m, f.block_m));
-  s.tiles_n = int32_t(ceil_div(p.n, f.block_n));
+  s.tiles_m = int32_t(ceil_div(q.m, f.block_m));
+  s.tiles_n = int32_t(ceil_div(q.n, f.block_n));
   s.cluster_rows = int32_t(ceil_div(s.tiles_m, f.cluster_m));
   s.cluster_cols = int32_t(ceil_div(s.tiles_n, f.cluster_n));
   s.batches = int32_t(p.batch);

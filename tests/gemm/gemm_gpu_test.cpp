@@ -12,8 +12,8 @@
 namespace coda::test {
 namespace {
 
-constexpr GemmTile kTiles[] = {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256,
-                               GemmTile::pingpong_m128n128};
+constexpr GemmTile kTiles[] = {GemmTile::m128n256, GemmTile::m256n128,          GemmTile::m128n128,
+                               GemmTile::m64n256,  GemmTile::pingpong_m128n128, GemmTile::swap_m64n128};
 constexpr Major kMajors[] = {Major::k, Major::mn};
 
 void expect_correct(const GemmCase& c) {
@@ -98,8 +98,8 @@ TEST(Gemm, LargeSquareEveryTileSampledRows) {
 
 TEST(Gemm, AutomaticPlanOnTransformerAndDecodeShapes) {
   CODA_REQUIRE_HOPPER();
-  const int64_t shapes[][3] = {{1, 4096, 4096}, {16, 12288, 4096}, {64, 4096, 14336}, {128, 4096, 4096},
-                               {2048, 6144, 2048}, {16384, 2048, 2048}};
+  const int64_t shapes[][3] = {{1, 4096, 4096},   {16, 12288, 4096},  {64, 4096, 14336},
+                               {128, 4096, 4096}, {2048, 6144, 2048}, {16384, 2048, 2048}};
   for (const auto& s : shapes) {
     GemmCase c;
     c.m = s[0], c.n = s[1], c.k = s[2];
@@ -143,12 +143,18 @@ TEST(Gemm, SplitKMatchesReferenceAndIsDeterministic) {
 // the same bits.
 TEST(Gemm, StreamKTailMatchesReferenceAndIsDeterministic) {
   CODA_REQUIRE_HOPPER();
-  struct Shape { GemmTile tile; int max_ctas; int64_t m, n, k; Major a, b; };
-  const Shape shapes[] = {{GemmTile::m128n256, 8, 1280 - 3, 512, 1000, Major::k, Major::k},     // 10 cluster tiles, 4 clusters
-                          {GemmTile::m256n128, 6, 1024, 1024 + 5, 777, Major::mn, Major::k},   // 20 cluster tiles, 3 clusters
-                          {GemmTile::m128n128, 7, 500, 600, 3000, Major::k, Major::mn},        // 20 tiles, 7 CTAs
-                          {GemmTile::m64n256, 5, 64, 2000, 4100, Major::mn, Major::mn},        // 8 tiles, 5 CTAs
-                          {GemmTile::pingpong_m128n128, 8, 700, 1100, 900, Major::k, Major::k}}; // 27 cluster tiles, 4 clusters
+  struct Shape {
+    GemmTile tile;
+    int max_ctas;
+    int64_t m, n, k;
+    Major a, b;
+  };
+  const Shape shapes[] = {
+      {GemmTile::m128n256, 8, 1280 - 3, 512, 1000, Major::k, Major::k},       // 10 cluster tiles, 4 clusters
+      {GemmTile::m256n128, 6, 1024, 1024 + 5, 777, Major::mn, Major::k},      // 20 cluster tiles, 3 clusters
+      {GemmTile::m128n128, 7, 500, 600, 3000, Major::k, Major::mn},           // 20 tiles, 7 CTAs
+      {GemmTile::m64n256, 5, 64, 2000, 4100, Major::mn, Major::mn},           // 8 tiles, 5 CTAs
+      {GemmTile::pingpong_m128n128, 8, 700, 1100, 900, Major::k, Major::k}};  // 27 cluster tiles, 4 clusters
   for (const Shape& shape : shapes) {
     GemmCase c;
     c.m = shape.m, c.n = shape.n, c.k = shape.k, c.a_major = shape.a, c.b_major = shape.b;
@@ -171,14 +177,90 @@ TEST(Gemm, SplitKWithFewValidRows) {
   }
 }
 
-TEST(Gemm, HeuristicSplitsDecodeShapes) {
+// Decode shapes run swapped; K is split only where few weight tiles would leave the memory idle.
+TEST(Gemm, HeuristicSwapsDecodeShapes) {
+  CODA_REQUIRE_HOPPER();
+  struct Shape {
+    int64_t m, n, k;
+    bool split;
+  };
+  const Shape shapes[] = {{1, 4096, 4096, false},
+                          {16, 12288, 4096, false},
+                          {64, 4096, 4096, false},
+                          {8, 256, 7168, true},
+                          {3, 1024, 8192, true}};  // a router's logits; 8 weight tiles
+  for (const Shape& shape : shapes) {
+    GemmCase c;
+    c.m = shape.m, c.n = shape.n, c.k = shape.k;
+    const GemmOutcome r = run_gemm_case(c);
+    SCOPED_TRACE(c.describe());
+    EXPECT_EQ(r.plan.tile, GemmTile::swap_m64n128);
+    EXPECT_EQ(r.plan.split_k > 1, shape.split) << "split " << r.plan.split_k;
+    EXPECT_EQ(r.unwritten, 0);
+    EXPECT_LT(r.relative_error, gemm_tolerance(c.output));
+  }
+  GemmCase c;
+  c.m = 65, c.n = 4096, c.k = 4096;
+  EXPECT_NE(run_gemm_case(c).plan.tile, GemmTile::swap_m64n128) << "the swapped tile serves M <= 64";
+}
+
+// The swapped tile at every M from 1 to 128 (the tokens on wgmma's N side, clipped in the store and
+// the split-K fixup; past 64, several token tiles), both majors of each operand, both input types,
+// the three output types, split or whole, over a workspace of garbage: right, and the same bits
+// when run again.
+TEST(Gemm, SwappedEveryMFrom1To128) {
+  CODA_REQUIRE_HOPPER();
+  for (int64_t m = 1; m <= 128; ++m) {
+    GemmCase c;
+    c.m = m, c.n = 136 + 8 * (m % 5), c.k = 520 + 64 * (m % 3);
+    c.a_major = m % 8 == 0 && m % 16 != 0 ? Major::mn : Major::k;  // M-major A needs 16-byte rows: M % 8 == 0
+    c.b_major = m % 2 ? Major::k : Major::mn;
+    c.output = m % 3 == 0 ? DType::f32 : m % 3 == 1 ? DType::bf16 : DType::f16;
+    c.input = m % 4 == 3 ? DType::f16 : DType::bf16;
+    c.options.tile = GemmTile::swap_m64n128;
+    c.options.split_k = m % 5 == 0 ? 3 : 1;
+    const GemmOutcome r = expect_correct_and_repeatable(c, 2);
+    EXPECT_EQ(r.plan.split_k, c.options.split_k) << c.describe();
+  }
+}
+
+// Few weight tiles and a long K: 32 K segments per tile, added in segment order.
+TEST(Gemm, SwappedManySegmentsPerTile) {
   CODA_REQUIRE_HOPPER();
   GemmCase c;
-  c.m = 16, c.n = 4096, c.k = 4096;
-  const GemmOutcome r = run_gemm_case(c);
-  EXPECT_GT(r.plan.split_k, 1) << "few output tiles and a long K should split";
+  c.m = 5, c.n = 130, c.k = 8192 + 40;
+  c.output = DType::f32;
+  c.options.tile = GemmTile::swap_m64n128;
+  c.options.split_k = 32;
+  EXPECT_EQ(expect_correct_and_repeatable(c, 3).plan.split_k, 32);
+}
+
+// A swapped tile with split-K asked for, with batches, and without a workspace (whole tiles).
+TEST(Gemm, SwappedSplitBatchedAndWithoutWorkspace) {
+  CODA_REQUIRE_HOPPER();
+  GemmCase split;
+  split.m = 40, split.n = 1000, split.k = 3000;
+  split.options.tile = GemmTile::swap_m64n128;
+  split.options.split_k = 3;
+  split.a_major = Major::mn;
+  EXPECT_EQ(expect_correct_and_repeatable(split, 2).plan.split_k, 3);
+
+  GemmCase batched;
+  batched.m = 50, batched.n = 300, batched.k = 200, batched.batch = 3, batched.pad = 8;
+  batched.options.tile = GemmTile::swap_m64n128;
+  batched.b_major = Major::mn;
+  expect_correct(batched);
+
+  DeviceBuffer none(16);
+  GemmCase whole;
+  whole.m = 9, whole.n = 1024, whole.k = 8192;  // 8 weight tiles: would split with a workspace
+  whole.options.workspace = none.get();
+  whole.options.workspace_bytes = 16;
+  const GemmOutcome r = run_gemm_case(whole);
+  EXPECT_EQ(r.plan.tile, GemmTile::swap_m64n128);
+  EXPECT_EQ(r.plan.split_k, 1);
   EXPECT_EQ(r.unwritten, 0);
-  EXPECT_LT(r.relative_error, gemm_tolerance(c.output));
+  EXPECT_LT(r.relative_error, gemm_tolerance(whole.output));
 }
 
 // What a user met: the workspace gemm_workspace_bytes asks for, in memory nobody cleared (as
@@ -188,6 +270,10 @@ TEST(Gemm, SplitKOverAGarbageWorkspace) {
   CODA_REQUIRE_HOPPER();
   GemmCase c;
   c.m = 16, c.n = 4096, c.k = 8192;
+  c.options.tile = GemmTile::m64n256;
+  EXPECT_GT(expect_correct_and_repeatable(c, 3).plan.split_k, 1);
+  c.options.tile = GemmTile::automatic;  // swapped, 8 weight tiles: split
+  c.n = 1024;
   EXPECT_GT(expect_correct_and_repeatable(c, 3).plan.split_k, 1);
 }
 
@@ -201,6 +287,7 @@ TEST(Gemm, WorkspaceTooSmallComputesWholeTiles) {
   c.options.workspace_bytes = workspace.bytes();
   const GemmOutcome r = run_gemm_case(c);
   EXPECT_EQ(r.plan.split_k, 1);
+  EXPECT_EQ(r.plan.stream_k_tiles, 0);
   EXPECT_EQ(r.plan.workspace_bytes, 0u);
   EXPECT_EQ(r.unwritten, 0);
   EXPECT_LT(r.relative_error, gemm_tolerance(c.output));

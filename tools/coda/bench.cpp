@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commands.hpp"
 #include "options.hpp"
@@ -39,25 +40,31 @@ void add_warmup(OptionParser& options, double* ms) {
   options.number("--warmup-ms", ms, "run each timed piece this long before sampling it (default 100)", 0.0);
 }
 
+// "automatic" and every tile configuration's name.
+std::vector<std::string> tile_names() {
+  std::vector<std::string> out;
+  for (int t = 0; t <= int(GemmTile::swap_m64n128); ++t) out.emplace_back(name(GemmTile(t)));
+  return out;
+}
+
 int run_gemm(int argc, char** argv) {
   bench::GemmBenchOptions o;
   std::string dtype = "bf16", tile = "automatic";
   double warmup = -1;
   OptionParser options("coda bench gemm", "coda's GEMM against cuBLAS, same shapes, majors and data, in one run.");
   options.text("--set", &o.set, "NAME", "the shapes", bench::gemm_bench_sets())
+      .text("--shape", &o.shape, "M,N,K", "one shape instead of a set (A and B K-major)")
       .text("--dtype", &dtype, "TYPE", "the operands' type", {"bf16", "f16"})
       .text("--json", &o.json, "PATH", "where the results are written (default bench_gemm.json)")
-      .text("--tile", &tile, "NAME", "force a tile configuration",
-            {"automatic", "m128n256", "m256n128", "m128n128", "m64n256", "pingpong_m128n128"})
+      .text("--tile", &tile, "NAME", "force a tile configuration", tile_names())
       .integer("--split", &o.forced.split_k, "split K into N segments (0: the heuristic; needs a workspace)", 0, 64)
       .integer("--raster", &o.forced.raster_group, "tile-order group height in cluster rows (0: default)", 0, 1 << 20)
       .integer("--max-ctas", &o.forced.max_ctas, "cap the persistent grid (0: every SM)", 0, 1 << 20);
   add_warmup(options, &warmup);
   if (const auto exit = options.parse(argc, argv)) return *exit;
   o.dtype = dtype == "f16" ? DType::f16 : DType::bf16;
-  for (GemmTile t :
-       {GemmTile::m128n256, GemmTile::m256n128, GemmTile::m128n128, GemmTile::m64n256, GemmTile::pingpong_m128n128})
-    if (name(t) == tile) o.forced.tile = t;
+  for (int t = 0; t <= int(GemmTile::swap_m64n128); ++t)
+    if (name(GemmTile(t)) == tile) o.forced.tile = GemmTile(t);
   if (warmup >= 0) bench::set_warmup_ms(warmup);
   return bench::gemm_benchmark(o);
 }

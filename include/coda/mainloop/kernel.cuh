@@ -23,7 +23,8 @@
 // operand tile split its loading and multicast it to each other, halving its L2 traffic. A tile
 // computed in several K segments (split-K, stream-K; see scheduler.cuh) has every segment publish
 // its fp32 partial to a workspace; the last to arrive adds them in segment order (deterministic, no
-// atomics on data) and runs the epilogue.
+// atomics on data) and runs the epilogue. A swapped configuration (tiles.hpp: small M) runs this
+// same kernel on C^T = B A^T: the plan hands it B as its A, and its epilogue transposes back.
 #pragma once
 
 #include <cuda.h>
@@ -32,17 +33,17 @@
 
 #include <cstdint>
 
+#include "coda/core/layout.hpp"
+#include "coda/mainloop/epilogue_seam.cuh"
+#include "coda/mainloop/params.hpp"
+#include "coda/mainloop/scheduler.cuh"
+#include "coda/mainloop/tiles.hpp"
 #include "coda/sm90/barrier.cuh"
 #include "coda/sm90/cluster.cuh"
 #include "coda/sm90/grid_dependency.cuh"
 #include "coda/sm90/tma.cuh"
 #include "coda/sm90/warpgroup.cuh"
 #include "coda/sm90/wgmma.cuh"
-#include "coda/core/layout.hpp"
-#include "coda/mainloop/epilogue_seam.cuh"
-#include "coda/mainloop/params.hpp"
-#include "coda/mainloop/scheduler.cuh"
-#include "coda/mainloop/tiles.hpp"
 
 namespace coda::mainloop {
 
@@ -55,10 +56,10 @@ struct SharedStorage {
   typename Epilogue::SharedStorage epilogue;
   uint64_t full[Config::kStages];
   uint64_t empty[Config::kStages];
-  uint64_t turn[2];         // ping-pong: turn[c] completes when consumer c may wait on its next tile's slots
-  uint64_t input_landed[2]; // staged tile input: consumer c's tile's input has landed
-  uint64_t input_free;      // staged tile input: the epilogue that read the buffer is done with it
-  int32_t last_arrival[2];  // broadcast of "this CTA completes the tile" to the tile's consumers
+  uint64_t turn[2];          // ping-pong: turn[c] completes when consumer c may wait on its next tile's slots
+  uint64_t input_landed[2];  // staged tile input: consumer c's tile's input has landed
+  uint64_t input_free;       // staged tile input: the epilogue that read the buffer is done with it
+  int32_t last_arrival[2];   // broadcast of "this CTA completes the tile" to the tile's consumers
 };
 
 template <class Config, class Element, class Epilogue>
@@ -140,13 +141,13 @@ __device__ __forceinline__ void release_slot(uint32_t empty, int lane) {
 /// it is the last, fold every segment's partial in, in segment order. Returns true when this CTA
 /// now holds the whole tile. Partials are stored in fragment order (value i of thread t of the
 /// tile's warpgroup w at [(i * WarpgroupsPerTile + w) * 128 + t], fully coalesced), and only for the rows inside
-/// the problem, so a decode GEMM with M = 1 moves 1/64 of the tile. (Columns past N hold exact
-/// zeros, from TMA's zero fill of B, and cost little: they are not worth a predicate per value.)
+/// the problem, so a decode GEMM with M = 1 moves 1/64 of the tile. On a swapped tile the tokens are
+/// the columns and are clipped the same way; elsewhere columns past N hold exact zeros, from TMA's
+/// zero fill of B, and cost little: they are not worth a predicate per value.
 template <class Config, class Acc>
 __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, const ScheduleParams& schedule,
-                                                 const WorkUnit& unit, Acc& acc,
-                                                 int32_t (&last_arrivals)[2], int32_t valid_rows, int consumer,
-                                                 int thread) {
+                                                 const WorkUnit& unit, Acc& acc, int32_t (&last_arrivals)[2],
+                                                 int32_t valid_rows, int32_t valid_cols, int consumer, int thread) {
   constexpr int kStride = Config::kWarpgroupsPerTile * 128;  // floats between a thread's consecutive values
   constexpr int kTileFloats = Acc::kBlocks * Acc::kValuesPerBlock * kStride;
   // The warpgroups that share this tile, their barrier (ids 3 and 4; 1 and 2 are the epilogue's).
@@ -154,7 +155,9 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
   const uint32_t barrier = Config::kPingPong ? 3 + consumer : 3;
   int32_t& last_arrival = last_arrivals[Config::kPingPong ? consumer : 0];
   float* column = ws.partials + int64_t(unit.counter) * slots_per_tile(schedule) * kTileFloats + part * 128 + thread;
-  auto inside = [&](int block, int i) { return Acc::row(block, i, thread) < valid_rows; };
+  auto inside = [&](int block, int i) {
+    return Acc::row(block, i, thread) < valid_rows && (!Config::kSwapAB || Acc::col(i, thread) < valid_cols);
+  };
 
   float* mine = column + int64_t(unit.segment) * kTileFloats;
 #pragma unroll
@@ -374,8 +377,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           const uint64_t desc_b = sm90::advance_descriptor(slot_b, k16 * kDescriptorK16Step<BMajor>);
 #pragma unroll
           for (int block = 0; block < Acc::kBlocks; ++block) {
-            const uint64_t desc_a = sm90::advance_descriptor(
-                slot_a, (64 * block) * kDescriptorRowStep + k16 * kDescriptorK16Step<AMajor>);
+            const uint64_t desc_a =
+                sm90::advance_descriptor(slot_a, (64 * block) * kDescriptorRowStep + k16 * kDescriptorK16Step<AMajor>);
             mma_k16<Element, AMajor, BMajor, Config::kWarpgroupN>(acc.value[block], desc_a, desc_b,
                                                                   kb > unit.k_block_begin || k16 > 0);
           }
@@ -407,7 +410,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if constexpr (kStagesInput<Epilogue>) sm90::wait(&s.input_landed[consumer], uint32_t(unit_index / 2) & 1);
       const bool finishes_tile =
           unit.segments == 1 || combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival,
-                                                         p.m - coords.row0, consumer, thread);
+                                                         p.m - coords.row0, p.n - coords.col0, consumer, thread);
       if (finishes_tile) {
         // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
         while (has_pending)

@@ -34,7 +34,8 @@ struct LaunchPlan {
   GemmPlan summary;  // configuration, split-K, CTAs, workspace
   int64_t m = 0, n = 0, k = 0, batch = 0;
   DType input = DType::bf16;
-  Major a_major = Major::k, b_major = Major::k;
+  Major a_major = Major::k, b_major = Major::k;  // C's operands'
+  bool swap_ab = false;                          // a swapped tile (tiles.hpp): the kernel computes C^T, its A is C's B
   CUtensorMap a{}, b{};
   ScheduleParams schedule{};
   PartialsWorkspace partials{};
@@ -47,8 +48,8 @@ struct LaunchPlan {
     p.a = a;
     p.b = b;
     p.schedule = schedule;
-    p.m = int32_t(m);
-    p.n = int32_t(n);
+    p.m = int32_t(swap_ab ? n : m);  // the kernel's problem
+    p.n = int32_t(swap_ab ? m : n);
     p.partials = partials;
     p.epilogue = epilogue;
     p.role = role;

@@ -12,6 +12,11 @@
 // cluster row (same M tile) share A. The epilogue stages `StagingBuffers` 64 x 128-byte
 // subtiles per consumer; shared memory is split between the operand ring and that staging.
 //
+// Swapped tiles (SwapAB) serve small M: the kernel computes C^T = B A^T, so the weight B fills
+// wgmma's 64-row side and the few tokens of A its N side (n = 64, where an M of 1 to 64 would waste
+// most of an m64 fragment). BlockM and BlockN are the kernel's (features x tokens); the
+// output tile of C is BlockN x BlockM, and the epilogue sees it in C's layout (transposed_epilogue.cuh).
+//
 // ShippedTiles is the one list of the tiles coda::gemm runs (GemmTile): the planner's facts
 // (src/mainloop/plan.cpp), the launch switch and the kernels' declarations are derived from it.
 // Adding a tile is a GemmTile enumerator, one row here and one translation unit
@@ -27,7 +32,7 @@
 namespace coda::mainloop {
 
 template <int BlockM_, int BlockN_, int WarpgroupM_, int WarpgroupN_, int Stages_, int ClusterM_, int ClusterN_,
-          int StagingBuffers_>
+          int StagingBuffers_, bool SwapAB_ = false>
 struct TileConfig {
   static constexpr int kBlockM = BlockM_;
   static constexpr int kBlockN = BlockN_;
@@ -39,6 +44,7 @@ struct TileConfig {
   static constexpr int kClusterN = ClusterN_;
   static constexpr int kClusterSize = ClusterM_ * ClusterN_;
   static constexpr int kStagingBuffers = StagingBuffers_;  // epilogue staging subtiles per consumer
+  static constexpr bool kSwapAB = SwapAB_;                 // computes C^T: kernel rows are C's columns
 
   static constexpr int kConsumers = 2;                         // consumer warpgroups per CTA
   static constexpr int kConsumerRows = kBlockM / kWarpgroupM;  // warpgroups sharing a tile: along M
@@ -65,12 +71,13 @@ struct ShippedTile {
   static constexpr GemmTile kId = Id;
   using Config = Config_;
   static constexpr double kRelativeSpeed = RelativeSpeedPercent / 100.0;
-  /// "m128n256", "pingpong_m128n128": the GemmTile's name, from the configuration.
+  /// "m128n256", "pingpong_m128n128", "swap_m64n128": the GemmTile's name, from the configuration
+  /// (the output tile of C: a swapped tile's kernel rows are C's columns).
   static std::string name() {
-    std::string s = Config::kPingPong ? "pingpong_m" : "m";
-    s += std::to_string(Config::kBlockM);
+    std::string s = Config::kPingPong ? "pingpong_m" : Config::kSwapAB ? "swap_m" : "m";
+    s += std::to_string(Config::kSwapAB ? Config::kBlockN : Config::kBlockM);
     s += 'n';
-    s += std::to_string(Config::kBlockN);
+    s += std::to_string(Config::kSwapAB ? Config::kBlockM : Config::kBlockN);
     return s;
   }
 };
@@ -97,7 +104,10 @@ using ShippedTiles = TileList<
     // decode-sized M <= 64, split-K capable
     ShippedTile<GemmTile::m64n256, TileConfig<64, 256, 64, 128, 4, 1, 1, 2>, 80>,
     // epilogue programs: A and B multicast over 2 x 2
-    ShippedTile<GemmTile::pingpong_m128n128, TileConfig<128, 128, 128, 128, 6, 2, 2, 2>, 95>>;
+    ShippedTile<GemmTile::pingpong_m128n128, TileConfig<128, 128, 128, 128, 6, 2, 2, 2>, 95>,
+    // small M, swapped: 128 weight rows x 64 tokens a CTA, each consumer 64 rows; a 24 KB slot
+    // (16 KB of weight), 6 deep: 96 KB of weight in flight per SM
+    ShippedTile<GemmTile::swap_m64n128, TileConfig<128, 64, 64, 64, 6, 1, 1, 2, true>, 50>>;
 
 namespace detail {
 template <GemmTile Id, class List>
