@@ -5,7 +5,11 @@
 // into C's layout through shared memory, swaps the coordinates back, and hands both to `Inner`,
 // which then sees an ordinary tile of C: rows are tokens, columns are features.
 //
-//   using Epilogue = mainloop::Transposed<mainloop::StoreEpilogue<2>>;   // launch.cuh picks it
+//   // the store epilogue on a swapped tile whose consumers hold 64 kernel rows (src/mainloop/launch.cuh)
+//   using Epilogue = mainloop::Transposed<mainloop::StoreEpilogue<2>, 64>;
+//
+// Epilogue programs do not run on it yet: they see parts of 128 x 128 (epilogue/parts.hpp), and a
+// swapped consumer holds 64 weight rows x 64 tokens.
 //
 // The transpose moves 64 kernel columns (64 rows of C) at a time through a buffer of 64 x
 // (Rows + 8) fp32 per consumer: every value is written once and read once, against a mainloop that
