@@ -1,10 +1,11 @@
+#include "device_fill.hpp"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
 
 #include "coda/core/device.hpp"
-#include "device_fill.hpp"
 
 namespace coda::bench {
 namespace {

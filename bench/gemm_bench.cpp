@@ -296,9 +296,12 @@ int gemm_benchmark(const GemmBenchOptions& options) {
     geomeans[group] = std::exp(sum.first / sum.second);
     std::printf("  %-12s %.3f over %d shapes\n", group.c_str(), geomeans[group], sum.second);
   }
-  if (decode)
-    std::printf("decode: lowest shape %.3f of cuBLAS; at M <= 16 at least %.1f%% of the copy bandwidth\n",
-                lowest_decode_ratio, 100 * lowest_small_m_copy);
+  if (decode) {
+    std::printf("M <= 128: lowest shape %.3f of cuBLAS", lowest_decode_ratio);
+    if (lowest_small_m_copy < 1e30)
+      std::printf("; at M <= 16 at least %.1f%% of the copy bandwidth", 100 * lowest_small_m_copy);
+    std::printf("\n");
+  }
   write_json(options.json, rows, geomeans, device, dtype, copy);
   std::printf("wrote %s\n", options.json.c_str());
   cudaStreamDestroy(stream);

@@ -58,7 +58,7 @@ enum class GemmTile : uint8_t {
   m128n256,   // large GEMMs; 2-CTA clusters share B by multicast
   m256n128,   // large GEMMs; 2-CTA clusters share A by multicast
   m128n128,   // medium shapes (more tiles to fill the GPU)
-  m64n256,    // decode-sized M <= 64
+  m64n256,    // few rows: split-K capable (forced only; at M <= 64 the heuristic swaps: below)
   // Ping-pong: each consumer warpgroup computes whole tiles, the two taking turns (one runs its
   // epilogue while the other runs its MMAs); 2 x 2 clusters share A and B. Epilogue programs run here
   // (and on m128n256 from K = 4096: coda/epilogue/plan.hpp); the heuristic never picks it for a

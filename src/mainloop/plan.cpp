@@ -77,6 +77,7 @@ constexpr double kStreamPerCta = 60e9;     // bytes / s
 constexpr double kCopyBandwidth = 2.8e12;  // bytes / s
 constexpr double kSegmentsCost = 11e-6;    // s
 
+// `tiles` and `ctas` count CTAs: the kernel's output tiles and the resident CTAs.
 int swapped_split(const Problem& q, int64_t tiles, int64_t ctas, int64_t k_blocks) {
   const double bytes = double(q.m) * double(q.k) * double(size_of(q.input)) * double(q.batch);
   auto seconds = [&](int64_t split) {
@@ -231,7 +232,7 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
     check.throw_if_error();
     out.split_k = options.split_k;
   } else if (options.split_k == 0 && has_workspace && f.swap_ab) {
-    out.split_k = swapped_split(q, plan.cluster_tiles, clusters, k_blocks);
+    out.split_k = swapped_split(q, plan.cluster_tiles * cluster, clusters * cluster, k_blocks);
   } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
     // Few tiles leave SMs idle: split K, at most 4 ways with at least 8 blocks of 64 each (on an
     // H200, decode shapes ran fastest at 4 splits; 8 and 16 were slower).
@@ -328,6 +329,7 @@ LaunchPlan over_rows(const LaunchPlan& whole, TileRows rows, const char* functio
   check
       .require(s.splits == 1 && s.stream_k_tiles == 0 && s.batches == 1, "plan",
                "computes tiles in several K segments or batches: only whole tiles of one batch split by rows")
+      .require(!plan.swap_ab, "plan", "is for a swapped tile, whose tile rows are C's columns")
       .require(rows.first >= 0 && count >= 1 && rows.first + count <= s.tiles_m, "rows", "[", rows.first, ", ",
                rows.first + count, ") is not inside the plan's ", s.tiles_m, " tile rows")
       .require(first % f.cluster_m == 0 && (to_last || count % f.cluster_m == 0), "rows", "[", rows.first, ", ",

@@ -187,8 +187,8 @@ TEST(Gemm, HeuristicSwapsDecodeShapes) {
   const Shape shapes[] = {{1, 4096, 4096, false},
                           {16, 12288, 4096, false},
                           {64, 4096, 4096, false},
-                          {8, 256, 7168, true},
-                          {3, 1024, 8192, true}};  // a router's logits; 8 weight tiles
+                          {8, 256, 7168, true},    // a router's logits: 2 weight tiles
+                          {3, 1024, 8192, true}};  // 8 weight tiles
   for (const Shape& shape : shapes) {
     GemmCase c;
     c.m = shape.m, c.n = shape.n, c.k = shape.k;
@@ -213,7 +213,7 @@ TEST(Gemm, SwappedEveryMFrom1To128) {
   for (int64_t m = 1; m <= 128; ++m) {
     GemmCase c;
     c.m = m, c.n = 136 + 8 * (m % 5), c.k = 520 + 64 * (m % 3);
-    c.a_major = m % 8 == 0 && m % 16 != 0 ? Major::mn : Major::k;  // M-major A needs 16-byte rows: M % 8 == 0
+    c.a_major = m % 8 == 0 && m % 16 != 0 ? Major::mn : Major::k;  // M-major A at M = 8, 24, ... 120
     c.b_major = m % 2 ? Major::k : Major::mn;
     c.output = m % 3 == 0 ? DType::f32 : m % 3 == 1 ? DType::bf16 : DType::f16;
     c.input = m % 4 == 3 ? DType::f16 : DType::bf16;

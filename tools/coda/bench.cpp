@@ -1,5 +1,6 @@
 // coda bench <what> [options]: the benchmarks of bench/, run from the command line. Options are
 // checked before anything looks for a GPU.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -40,10 +41,10 @@ void add_warmup(OptionParser& options, double* ms) {
   options.number("--warmup-ms", ms, "run each timed piece this long before sampling it (default 100)", 0.0);
 }
 
-// "automatic" and every tile configuration's name.
+// "automatic" and every tile configuration's name, in GemmTile order (name() is "unknown" past the last).
 std::vector<std::string> tile_names() {
   std::vector<std::string> out;
-  for (int t = 0; t <= int(GemmTile::swap_m64n128); ++t) out.emplace_back(name(GemmTile(t)));
+  for (int t = 0; name(GemmTile(t)) != "unknown"; ++t) out.emplace_back(name(GemmTile(t)));
   return out;
 }
 
@@ -63,8 +64,8 @@ int run_gemm(int argc, char** argv) {
   add_warmup(options, &warmup);
   if (const auto exit = options.parse(argc, argv)) return *exit;
   o.dtype = dtype == "f16" ? DType::f16 : DType::bf16;
-  for (int t = 0; t <= int(GemmTile::swap_m64n128); ++t)
-    if (name(GemmTile(t)) == tile) o.forced.tile = GemmTile(t);
+  const std::vector<std::string> tiles = tile_names();
+  o.forced.tile = GemmTile(std::find(tiles.begin(), tiles.end(), tile) - tiles.begin());
   if (warmup >= 0) bench::set_warmup_ms(warmup);
   return bench::gemm_benchmark(o);
 }

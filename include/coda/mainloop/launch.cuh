@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "coda/core/device.hpp"
+#include "coda/core/status.hpp"
 #include "coda/mainloop/kernel.cuh"
 #include "coda/mainloop/plan.hpp"
 
@@ -42,10 +43,16 @@ struct ClusterLaunch {
 
 /// Launch the mainloop kernel of one configuration on the plan's persistent CTAs (a companion right
 /// after its primary, on the same stream). The arrival counters of a split-K or stream-K plan are
-/// zeroed first, on the stream, so a workspace's earlier contents never matter.
+/// zeroed first, on the stream, so a workspace's earlier contents never matter. A swapped
+/// configuration (tiles.hpp) takes swapped plans only: its AMajor is B's major, its epilogue sees
+/// C^T's coordinates (transposed_epilogue.cuh turns them back).
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
 void launch_kernel(const LaunchPlan& plan, const KernelParams<typename Epilogue::Params>& params, cudaStream_t stream) {
   static_assert(SeamEpilogue<Epilogue, Accumulators<Config::kWarpgroupM, Config::kWarpgroupN>>);
+  if (plan.swap_ab != Config::kSwapAB)
+    throw InvalidArgument("coda::mainloop::launch_kernel",
+                          plan.swap_ab ? "argument 'plan': is for a swapped tile (C^T = B A^T) but the kernel is not"
+                                       : "argument 'plan': is for an unswapped tile but the kernel is swapped");
   auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
   constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
   static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");

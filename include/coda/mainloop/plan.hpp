@@ -63,7 +63,7 @@ struct LaunchPlan {
 CODA_API LaunchPlan plan_launch(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options,
                                 const char* function);
 
-/// `plan` (one K range per tile, one batch) restricted to the output tile rows `rows`: a launch
+/// `plan` (one K range per tile, one batch, not swapped) restricted to the output tile rows `rows`: a launch
 /// that computes those rows only, on at most as many CTAs as they keep busy. The rows must end at
 /// the last tile row or at a multiple of the configuration's cluster height (a cluster computes
 /// whole cluster rows), and start at such a multiple.

@@ -101,12 +101,13 @@ using ShippedTiles = TileList<
     ShippedTile<GemmTile::m256n128, TileConfig<256, 128, 128, 128, 4, 1, 2, 2>, 100>,
     // medium shapes, split-K capable
     ShippedTile<GemmTile::m128n128, TileConfig<128, 128, 64, 128, 5, 1, 1, 4>, 90>,
-    // decode-sized M <= 64, split-K capable
+    // 64-row tiles, split-K capable (forced only: the heuristic swaps at M <= 64)
     ShippedTile<GemmTile::m64n256, TileConfig<64, 256, 64, 128, 4, 1, 1, 2>, 80>,
     // epilogue programs: A and B multicast over 2 x 2
     ShippedTile<GemmTile::pingpong_m128n128, TileConfig<128, 128, 128, 128, 6, 2, 2, 2>, 95>,
     // small M, swapped: 128 weight rows x 64 tokens a CTA, each consumer 64 rows; a 24 KB slot
-    // (16 KB of weight), 6 deep: 96 KB of weight in flight per SM
+    // (16 KB of weight), 6 deep: 96 KB of weight in flight per SM (the planner picks it by M and
+    // splits it by bandwidth, plan.cpp: its relative speed is not used)
     ShippedTile<GemmTile::swap_m64n128, TileConfig<128, 64, 64, 64, 6, 1, 1, 2, true>, 50>>;
 
 namespace detail {

@@ -8,7 +8,7 @@
 //   // the store epilogue on a swapped tile whose consumers hold 64 kernel rows (src/mainloop/launch.cuh)
 //   using Epilogue = mainloop::Transposed<mainloop::StoreEpilogue<2>, 64>;
 //
-// Epilogue programs do not run on it yet: they see parts of 128 x 128 (epilogue/parts.hpp), and a
+// Epilogue programs do not run on it: they see parts of 128 x 128 (epilogue/parts.hpp), and a
 // swapped consumer holds 64 weight rows x 64 tokens.
 //
 // The transpose moves 64 kernel columns (64 rows of C) at a time through a buffer of 64 x
@@ -43,12 +43,18 @@ __device__ __forceinline__ TileCoordinates transposed(const TileCoordinates& k) 
 
 template <class Inner, int KernelRows>
 struct Transposed {
+  static_assert(
+      !requires { Inner::kStagedInputBytes; } &&
+          !requires(Inner e, const typename Inner::Params& p, const TileCoordinates& t) {
+            e.mark(p, TileEvent::mma_begin, t);
+          },
+      "Transposed forwards prepare, write and finish only (no staged input, no marks)");
   using Params = typename Inner::Params;
   static constexpr int kPitch = KernelRows + 8;  // floats per buffered row of C
 
   struct SharedStorage {
     typename Inner::SharedStorage inner;
-    float transpose[2][64 * kPitch];  // [consumer]: 64 rows of C x the part's columns
+    alignas(16) float transpose[2][64 * kPitch];  // [consumer]: 64 rows of C x the part's columns
   };
 
   template <class Acc>
