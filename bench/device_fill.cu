@@ -20,8 +20,7 @@ __device__ float uniform_from_hash(uint64_t seed, uint64_t i) {
 
 template <class T>
 __global__ void fill_kernel(T* data, std::size_t count, uint64_t seed) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x)
     data[i] = T(uniform_from_hash(seed, i));
 }
 
@@ -50,15 +49,9 @@ void copy_16byte(void* to, const void* from, std::size_t bytes, cudaStream_t str
 void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream) {
   const int blocks = 4096, threads = 256;
   switch (dtype) {
-    case DType::bf16:
-      fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), count, seed);
-      break;
-    case DType::f16:
-      fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__half*>(data), count, seed);
-      break;
-    case DType::f32:
-      fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(data), count, seed);
-      break;
+    case DType::bf16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), count, seed); break;
+    case DType::f16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__half*>(data), count, seed); break;
+    case DType::f32: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(data), count, seed); break;
     default:
       throw InvalidArgument("coda::bench::fill_uniform", "argument 'dtype': bf16, f16 or f32 only");
   }
@@ -73,8 +66,7 @@ namespace {
 template <class T>
 __global__ void squared_sums(const T* x, const T* y, std::size_t count, double* partials) {
   double diff = 0, norm = 0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x) {
     const double a = double(float(x[i])), b = double(float(y[i]));
     diff += (a - b) * (a - b);
     norm += b * b;
@@ -103,18 +95,9 @@ double relative_difference(const void* x, const void* y, DType dtype, std::size_
   double* partials = nullptr;
   CODA_CUDA_CHECK(cudaMalloc(&partials, sizeof(double) * 2 * kBlocks));
   switch (dtype) {
-    case DType::bf16:
-      squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
-                                                static_cast<const __nv_bfloat16*>(y), count, partials);
-      break;
-    case DType::f16:
-      squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const __half*>(x), static_cast<const __half*>(y), count,
-                                                partials);
-      break;
-    default:
-      squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const float*>(x), static_cast<const float*>(y), count,
-                                                partials);
-      break;
+    case DType::bf16: squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(y), count, partials); break;
+    case DType::f16: squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const __half*>(x), static_cast<const __half*>(y), count, partials); break;
+    default: squared_sums<<<kBlocks, 256, 0, stream>>>(static_cast<const float*>(x), static_cast<const float*>(y), count, partials); break;
   }
   double host[2 * kBlocks];
   CODA_CUDA_CHECK(cudaMemcpyAsync(host, partials, sizeof(host), cudaMemcpyDeviceToHost, stream));

@@ -52,8 +52,7 @@ std::vector<Shape> shapes_for(const std::string& set) {
   if (all || set == "transformer") {
     const int64_t hidden[] = {2048, 4096, 8192}, ffn[] = {8192, 14336, 28672};
     for (int i = 0; i < 3; ++i) add_layer(s, "transformer", 16384, hidden[i], ffn[i], "H=" + std::to_string(hidden[i]));
-    for (int64_t h : {2048, 4096, 8192})
-      s.push_back({"transformer", "lm head H=" + std::to_string(h), 8192, 128256, h});
+    for (int64_t h : {2048, 4096, 8192}) s.push_back({"transformer", "lm head H=" + std::to_string(h), 8192, 128256, h});
   }
   if (all || set == "decode")
     for (const auto& [h, f] : {std::pair<int64_t, int64_t>{4096, 14336}, {8192, 28672}})
@@ -164,9 +163,11 @@ Row measure(const Shape& shape, DType dtype, const GemmOptions& forced, CublasGe
   return row;
 }
 
-double tflops(const Shape& s, const Timing& t) {
-  return 2.0 * double(s.m) * double(s.n) * double(s.k) / (t.median_ms * 1e9);
-}
+double tflops(const Shape& s, const Timing& t) { return 2.0 * double(s.m) * double(s.n) * double(s.k) / (t.median_ms * 1e9); }
+
+// Rows of A up to which a product is small M: bound by reading the weight, so its rows report
+// the weight's bandwidth against the copy's.
+constexpr int64_t kSmallM = 128;
 
 // GB/s of B's bytes (the weight's: what bounds a small-M product) in time `t`.
 double weight_gbs(const Shape& s, const Timing& t, DType dtype) {
@@ -253,19 +254,19 @@ int gemm_benchmark(const GemmBenchOptions& options) {
   CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   CublasGemm cublas(stream);
 
-  std::printf("coda bench gemm: %s, %s, median of CUDA-graph replays over rotating buffers\n", device.name.c_str(),
-              std::string(name(dtype)).c_str());
-  const bool decode = std::any_of(shapes.begin(), shapes.end(), [](const Shape& s) { return s.m <= 128; });
-  const double copy = decode ? copy_gbs(stream) : 0;
-  if (decode)
-    std::printf(
-        "device-to-device copy: %.0f GB/s (read + write); rows with M <= 128: GB/s of the weight's bytes, %% of that\n",
-        copy);
+  std::printf("coda bench gemm: %s, %s, median of CUDA-graph replays over rotating buffers\n",
+              device.name.c_str(), std::string(name(dtype)).c_str());
+  const bool small_m = std::any_of(shapes.begin(), shapes.end(), [](const Shape& s) { return s.m <= kSmallM; });
+  const double copy = small_m ? copy_gbs(stream) : 0;
+  if (small_m)
+    std::printf("device-to-device copy: %.0f GB/s (read + write); rows with M <= %lld: GB/s of the weight's bytes, "
+                "%% of that\n",
+                copy, static_cast<long long>(kSmallM));
   std::printf("%-12s %-22s %-24s %-9s %-22s %9s %7s %9s %7s %7s %9s %13s %13s\n", "group", "shape", "M x N x K",
               "majors", "tile", "coda ms", "TF/s", "cuBLAS ms", "TF/s", "ratio", "diff", "coda GB/s", "cuBLAS GB/s");
   std::vector<Row> rows;
   std::map<std::string, std::pair<double, int>> log_sums;
-  double lowest_decode_ratio = 1e30, lowest_small_m_copy = 1e30;
+  double lowest_small_m_ratio = 1e30, lowest_copy_share = 1e30;  // over rows with M <= kSmallM; M <= 16
   for (const Shape& s : shapes) {
     const Row r = measure(s, dtype, forced, cublas, stream, device.l2_bytes);
     rows.push_back(r);
@@ -278,12 +279,12 @@ int gemm_benchmark(const GemmBenchOptions& options) {
                              (r.plan.stream_k_tiles > 0 ? " sk" + std::to_string(r.plan.stream_k_tiles) : "") + " " +
                              std::to_string(r.plan.ctas);
     char bandwidth[2][32] = {"-", "-"};
-    if (s.m <= 128) {
+    if (s.m <= kSmallM) {
       const double ours = weight_gbs(s, r.ours, dtype), theirs = weight_gbs(s, r.cublas, dtype);
       std::snprintf(bandwidth[0], sizeof bandwidth[0], "%.0f %3.0f%%", ours, 100 * ours / copy);
       std::snprintf(bandwidth[1], sizeof bandwidth[1], "%.0f %3.0f%%", theirs, 100 * theirs / copy);
-      lowest_decode_ratio = std::min(lowest_decode_ratio, ratio);
-      if (s.m <= 16) lowest_small_m_copy = std::min(lowest_small_m_copy, ours / copy);
+      lowest_small_m_ratio = std::min(lowest_small_m_ratio, ratio);
+      if (s.m <= 16) lowest_copy_share = std::min(lowest_copy_share, ours / copy);
     }
     std::printf("%-12s %-22s %-24s %-9s %-22s %9.4f %7.1f %9.4f %7.1f %7.3f %9.2e %13s %13s\n", s.group.c_str(),
                 s.label.c_str(), dims.c_str(), majors(s).c_str(), plan.c_str(), r.ours.median_ms, tflops(s, r.ours),
@@ -296,10 +297,9 @@ int gemm_benchmark(const GemmBenchOptions& options) {
     geomeans[group] = std::exp(sum.first / sum.second);
     std::printf("  %-12s %.3f over %d shapes\n", group.c_str(), geomeans[group], sum.second);
   }
-  if (decode) {
-    std::printf("M <= 128: lowest shape %.3f of cuBLAS", lowest_decode_ratio);
-    if (lowest_small_m_copy < 1e30)
-      std::printf("; at M <= 16 at least %.1f%% of the copy bandwidth", 100 * lowest_small_m_copy);
+  if (small_m) {
+    std::printf("M <= %lld: lowest shape %.3f of cuBLAS", static_cast<long long>(kSmallM), lowest_small_m_ratio);
+    if (lowest_copy_share < 1e30) std::printf("; at M <= 16 at least %.1f%% of the copy bandwidth", 100 * lowest_copy_share);
     std::printf("\n");
   }
   write_json(options.json, rows, geomeans, device, dtype, copy);

@@ -85,8 +85,12 @@ int swapped_split(const Problem& q, int64_t tiles, int64_t ctas, int64_t k_block
     return bytes / std::min(streaming, kCopyBandwidth) + (split > 1 ? kSegmentsCost : 0.0);
   };
   int64_t best = 1;
+  double best_seconds = seconds(1);
   for (int64_t split = 2; split <= std::min<int64_t>(64, k_blocks / 2) && tiles * split <= ctas; split *= 2)
-    if (seconds(split) < seconds(best) * 0.97) best = split;
+    if (const double t = seconds(split); t < best_seconds * 0.97) {
+      best = split;
+      best_seconds = t;
+    }
   return int(best);
 }
 
