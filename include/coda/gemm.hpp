@@ -20,8 +20,8 @@
 // its row stride) are overwritten too. A C that is a column slice of a wider matrix loses the
 // neighbouring columns there (CUDA's TMA; the same holds for every tile output of an epilogue).
 //
-// Small M: at M <= 64 the heuristic computes C^T = B A^T on the swap_m64n128 tile (the weight on
-// wgmma's 64-row side, the tokens on its N side), written back in C's layout; the same results.
+// Small M: at M <= 128 the heuristic computes C^T = B A^T on a swapped tile (the weight on wgmma's
+// 64-row side, the tokens on its N side), written back in C's layout; the same results.
 //
 // Workspace: with one (options.workspace), tiles may be computed in several K segments: split-K
 // when there are few output tiles (decode) and, on request, a stream-K tail that deals the last
@@ -58,15 +58,16 @@ enum class GemmTile : uint8_t {
   m128n256,   // large GEMMs; 2-CTA clusters share B by multicast
   m256n128,   // large GEMMs; 2-CTA clusters share A by multicast
   m128n128,   // medium shapes (more tiles to fill the GPU)
-  m64n256,    // few rows: split-K capable (forced only; at M <= 64 the heuristic swaps: below)
+  m64n256,    // few rows: split-K capable (forced only; at M <= 128 the heuristic swaps: below)
   // Ping-pong: each consumer warpgroup computes whole tiles, the two taking turns (one runs its
   // epilogue while the other runs its MMAs); 2 x 2 clusters share A and B. Epilogue programs run here
   // (and on m128n256 from K = 4096: coda/epilogue/plan.hpp); the heuristic never picks it for a
   // plain GEMM (slower than m128n256 at the power limit).
   pingpong_m128n128,
-  // Small M (the heuristic's choice at M <= 64): computed transposed, C^T = B A^T, the weight on
+  // Small M (the heuristic's choice at M <= 128): computed transposed, C^T = B A^T, the weight on
   // wgmma's 64-row side and up to 64 tokens on its N side; 64 x 128 tiles of C.
   swap_m64n128,
+  swap_m64n64,  // the same, 64 x 64 tiles of C (ping-pong): for weights of few rows
 };
 
 CODA_API std::string_view name(GemmTile tile);

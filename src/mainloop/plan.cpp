@@ -33,12 +33,13 @@ std::string_view name(GemmTile tile) {
 namespace mainloop {
 namespace {
 
-static_assert(int(GemmTile::swap_m64n128) == ShippedTiles::kSize,
+static_assert(int(GemmTile::swap_m64n64) == ShippedTiles::kSize,
               "every GemmTile but automatic has a row in ShippedTiles (tiles.hpp)");
 
 // What the planner needs to know of a tile, from its row of ShippedTiles.
 struct TileFacts {
   int block_m, block_n, cluster_m, cluster_n;  // the kernel's (a swapped tile's rows are C's columns)
+  int stages;                                  // operand ring slots
   double relative_speed;  // per-tile throughput relative to the largest tiles (a planning estimate)
   bool swap_ab;           // computes C^T = B A^T (tiles.hpp)
   int cluster_size() const { return cluster_m * cluster_n; }
@@ -49,7 +50,8 @@ TileFacts facts(GemmTile t) {
       t,
       []<class Tile>() {
         using C = typename Tile::Config;
-        return TileFacts{C::kBlockM, C::kBlockN, C::kClusterM, C::kClusterN, Tile::kRelativeSpeed, C::kSwapAB};
+        return TileFacts{C::kBlockM, C::kBlockN,           C::kClusterM, C::kClusterN,
+                         C::kStages, Tile::kRelativeSpeed, C::kSwapAB};
       },
       []() -> TileFacts { throw InternalError("coda::mainloop", "no facts for the automatic tile"); });
 }
@@ -63,35 +65,66 @@ Problem kernel_problem(Problem p, const TileFacts& f) {
   return p;
 }
 
-// The swapped tile (tiles.hpp) takes products of up to this many rows of A (tokens): there the
-// weight's bytes bound the product.
-constexpr int64_t kSwappedMaxM = 64;
+// The swapped tiles (tiles.hpp) take products of up to this many rows of A (tokens): there the
+// weight's bytes bound the product. At M = 65-128 (two token tiles, the weight read from L2 the
+// second time) they measured faster than the unswapped tiles on 6 of the decode set's 8 shapes
+// (out 4096 x 4096: 0.945 of cuBLAS against 0.592; H100, docs/performance.md).
+constexpr int64_t kSwappedMaxM = 128;
 
-// Split-K of a swapped plan, from a model of what bounds it (H100, `coda bench gemm --shape`, M = 1):
-// a CTA streams its weight tile at kStreamPerCta (32 whole 128 x 4096 tiles: 1.9 TB/s), enough CTAs
-// at the copy bandwidth kCopyBandwidth (128 tiles: 2.84 TB/s, cuBLAS's rate), and a plan in several
-// K segments pays kSegmentsCost once (clearing the arrival counters, publishing and adding the
-// partials: 4096 x 16384 split 4 took 59 us for 48 us of streaming; 4096 x 4096 split 4 24.8 us
-// against 17.6 us whole). Stream-K was slower still (docs/performance.md).
-constexpr double kStreamPerCta = 60e9;     // bytes / s
+// A model of a swapped plan's time (H100, `coda bench gemm --set decode`): each work unit (a weight
+// tile of block_m rows, a token tile, a K segment) streams its weight bytes at
+//   min(its CTA's rate, the copy bandwidth shared by the units running at once),
+// where a CTA keeps its ring's weight bytes in flight for kLoadedLatency (Little's law: 32 whole
+// 128 x 4096 tiles of swap_m64n128, six 16 KB slots, reached 1.9 TB/s, 60 GB/s a CTA) and the units
+// of different token tiles share the weight's DRAM bytes through L2. Units run in rounds of the
+// resident CTAs (a persistent grid deals them out in order). A plan in several K segments pays
+// kSegmentsCost once (clearing the arrival counters, publishing and adding the partials: 4096 x
+// 16384 split 4 took 59 us for 48 us of streaming; 4096 x 4096 split 4 24.8 us against 17.6 us
+// whole). The model puts 12288 x 4096 on 96 CTAs of swap_m64n128 at 36 us (measured 37) and
+// 28672 x 4096 in two rounds of it at 84 (measured 84).
+constexpr double kLoadedLatency = 1.6e-6;  // s
 constexpr double kCopyBandwidth = 2.8e12;  // bytes / s
 constexpr double kSegmentsCost = 11e-6;    // s
 
-// `tiles` and `ctas` count CTAs: the kernel's output tiles and the resident CTAs.
-int swapped_split(const Problem& q, int64_t tiles, int64_t ctas, int64_t k_blocks) {
-  const double bytes = double(q.m) * double(q.k) * double(size_of(q.input)) * double(q.batch);
-  auto seconds = [&](int64_t split) {
-    const double streaming = double(std::min(tiles * split, ctas)) * kStreamPerCta;
-    return bytes / std::min(streaming, kCopyBandwidth) + (split > 1 ? kSegmentsCost : 0.0);
-  };
-  int64_t best = 1;
-  double best_seconds = seconds(1);
-  for (int64_t split = 2; split <= std::min<int64_t>(64, k_blocks / 2) && tiles * split <= ctas; split *= 2)
-    if (const double t = seconds(split); t < best_seconds * 0.97) {
-      best = split;
-      best_seconds = t;
+struct SwappedPlan {
+  int split = 1;
+  double seconds = 0;
+  int64_t rounds = 1;  // of resident CTAs
+  int64_t busy = 0;    // CTAs with work in the first round
+};
+
+// The best split of `q` (the kernel's problem: weight rows x tokens) on swapped tile `f`, over
+// `ctas` resident CTAs; split 1 only when `can_split` is false.
+SwappedPlan swapped_plan(const Problem& q, const TileFacts& f, int64_t ctas, bool can_split) {
+  const int64_t weight_tiles = ceil_div(q.m, f.block_m) * q.batch;
+  const int64_t token_tiles = ceil_div(q.n, f.block_n);
+  const int64_t k_blocks = ceil_div(q.k, 64);
+  const double tile_bytes = double(f.block_m) * double(q.k) * double(size_of(q.input));
+  const double per_cta = double(f.stages) * f.block_m * 128 / kLoadedLatency;
+  auto plan = [&](int64_t split) {
+    const int64_t units = weight_tiles * token_tiles * split;
+    SwappedPlan out{int(split), split > 1 ? kSegmentsCost : 0.0, ceil_div(units, ctas), std::min(units, ctas)};
+    for (int64_t left = units; left > 0; left -= ctas) {
+      const double running = double(std::min(left, ctas));
+      out.seconds += tile_bytes / double(split) / std::min(per_cta, kCopyBandwidth * double(token_tiles) / running);
     }
-  return int(best);
+    return out;
+  };
+  SwappedPlan best = plan(1);
+  for (int64_t split = 2;
+       can_split && split <= std::min<int64_t>(64, k_blocks / 2) && weight_tiles * token_tiles * split <= ctas;
+       split *= 2)
+    if (const SwappedPlan next = plan(split); next.seconds < best.seconds * 0.97) best = next;
+  return best;
+}
+
+// Whether swapped plan `x` beats `y`: faster by 3%, or as fast (within 3%) in fewer rounds, or in
+// as many rounds over more CTAs (N = 8192, M <= 64, where the model gives both the copy
+// bandwidth: 128 CTAs of swap_m64n64 0.87-1.05 of cuBLAS, 64 of swap_m64n128 0.79-1.01; H100).
+bool swapped_plan_better(const SwappedPlan& x, const SwappedPlan& y) {
+  if (x.seconds < y.seconds * 0.97) return true;
+  if (x.seconds > y.seconds * 1.03) return false;
+  return x.rounds < y.rounds || (x.rounds == y.rounds && x.busy > y.busy);
 }
 
 // Estimated time in units of one large tile's mainloop: whole "waves" of resident CTAs, each
@@ -197,9 +230,19 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
   out.tile = options.tile;
   if (out.tile == GemmTile::automatic) {
     if (p.m <= kSwappedMaxM) {
-      // Few tokens: swapped, a CTA's MMAs cover 128 weight rows at any M (m64n256 measured 0.63-0.92
-      // of cuBLAS here). From 65 tokens the planner's estimate below (measured: docs/performance.md).
-      out.tile = GemmTile::swap_m64n128;
+      // Few tokens: swapped, a CTA's MMAs cover its weight rows at any M (m64n256 measured 0.63-0.92
+      // of cuBLAS here): the tile and split the bandwidth model above prefers, the larger tile when
+      // it cannot tell them apart. From 129 tokens the planner's estimate below.
+      const bool can_split = options.workspace != nullptr && options.split_k == 0;
+      SwappedPlan best;
+      for (GemmTile t : {GemmTile::swap_m64n128, GemmTile::swap_m64n64}) {
+        const TileFacts f = facts(t);
+        const SwappedPlan next = swapped_plan(kernel_problem(p, f), f, resident_ctas(t), can_split);
+        if (out.tile == GemmTile::automatic || swapped_plan_better(next, best)) {
+          out.tile = t;
+          best = next;
+        }
+      }
     } else {
       // Not the ping-pong tile: it reads 1.5x the operand bytes per MMA from L2, which an H200 at
       // its power limit pays for in clock (steady state, the Transformer set: m128n256 everywhere
@@ -236,7 +279,7 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
     check.throw_if_error();
     out.split_k = options.split_k;
   } else if (options.split_k == 0 && has_workspace && f.swap_ab) {
-    out.split_k = swapped_split(q, plan.cluster_tiles * cluster, clusters * cluster, k_blocks);
+    out.split_k = swapped_plan(q, f, clusters * cluster, true).split;
   } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
     // Few tiles leave SMs idle: split K, at most 4 ways with at least 8 blocks of 64 each (on an
     // H200, decode shapes ran fastest at 4 splits; 8 and 16 were slower).
@@ -293,7 +336,13 @@ LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, const Proble
   const GemmOperand& kernel_a = f.swap_ab ? b : a;  // C^T = B A^T
   const GemmOperand& kernel_b = f.swap_ab ? a : b;
   launch.a = operand_map(kernel_a, uint32_t(f.block_m / f.cluster_n), f.swap_ab ? "b" : "a");
-  launch.b = operand_map(kernel_b, uint32_t(f.block_n / f.cluster_m), f.swap_ab ? "a" : "b");
+  // A swapped tile's K-major tokens load in one box of M rounded up to 8 at M <= 64 (64 rows past
+  // that): a box mostly past the tensor's last row costs TMA its boundary handling. 1 x 4096 x
+  // 4096 on swap_m64n64 took 23.0 us with a 64-row box at M = 1 against 15.5 at M = 64, and 14.8
+  // with an 8-row box (H100, docs/performance.md).
+  launch.token_box_rows = int32_t(f.block_n / f.cluster_m);
+  if (f.swap_ab && kernel_b.major == Major::k && q.n < f.block_n) launch.token_box_rows = int32_t(round_up(q.n, 8));
+  launch.b = operand_map(kernel_b, uint32_t(launch.token_box_rows), f.swap_ab ? "a" : "b");
 
   ScheduleParams& s = launch.schedule;
   s.tiles_m = int32_t(ceil_div(q.m, f.block_m));

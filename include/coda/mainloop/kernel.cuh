@@ -77,18 +77,20 @@ constexpr uint32_t kConsumerRegisters = 232;
 // Producer: one thread fills the ring.
 
 /// Load rows [first_row, first_row + rows) of an operand tile for K block `k_block`.
-/// K-major: one box of 64 K x rows. MN-major: rows / 64 boxes of 64 M/N x 64 K, stored one after
-/// another (each is one 64-wide MN chunk of the canonical MN-major layout, 64 x 128 bytes).
+/// K-major: rows / box_rows boxes of 64 K x box_rows rows (the tensor map's box; a multiple of 8,
+/// whole 128B-swizzle atoms), one after another. MN-major: rows / 64 boxes of 64 M/N x 64 K, stored
+/// one after another (each is one 64-wide MN chunk of the canonical MN-major layout, 64 x 128 bytes).
 template <Major OperandMajor>
 __device__ __forceinline__ void load_operand(uint8_t* tile, const CUtensorMap* map, int first_row, int rows,
-                                             int32_t tile_row0, int32_t k_block, int32_t batch, uint64_t* full,
-                                             uint16_t multicast_mask) {
+                                             int box_rows, int32_t tile_row0, int32_t k_block, int32_t batch,
+                                             uint64_t* full, uint16_t multicast_mask) {
   auto issue = [&](uint8_t* dst, int32_t x, int32_t y) {
     if (multicast_mask) sm90::tma_load_multicast(dst, map, x, y, batch, full, multicast_mask);
     else sm90::tma_load(dst, map, x, y, batch, full);
   };
   if constexpr (OperandMajor == Major::k) {
-    issue(tile + first_row * 128, k_block * 64, tile_row0 + first_row);
+    for (int row = first_row; row < first_row + rows; row += box_rows)
+      issue(tile + row * 128, k_block * 64, tile_row0 + row);
   } else {
     for (int chunk = first_row / 64; chunk < (first_row + rows) / 64; ++chunk)
       issue(tile + chunk * 64 * 128, tile_row0 + chunk * 64, k_block * 64);
@@ -215,7 +217,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   using Storage = SharedStorage<Config, Element, Epilogue>;
   using Acc = Accumulators<Config::kWarpgroupM, Config::kWarpgroupN>;
   constexpr int kStages = Config::kStages;
-  constexpr uint32_t kStageBytes = uint32_t(Storage::kBytesA + Storage::kBytesB);
 
   extern __shared__ uint8_t shared_raw[];
   // Aligned by an offset computed in the shared window, so `s` stays a pointer into __shared__:
@@ -289,12 +290,25 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       WorkList<Config::kClusterM, Config::kClusterN> work(p.schedule);
       for (WorkUnit unit; work.next(p.schedule, unit, cta_rank);) {
         const int32_t row_a = unit.tile_m * Config::kBlockM, row_b = unit.tile_n * Config::kBlockN;
+        // Each slot receives whole A and B tiles (a multicast share from each peer). A swapped
+        // tile's tokens (no multicast) come in boxes of token_box_rows rows: one box of M rounded
+        // up to 8 at M <= 64, because a box mostly past the tensor's last row costs TMA its
+        // boundary handling (plan.cpp). The rows not loaded hold stale values, which reach only
+        // accumulator columns of tokens past M, which no store or partial writes.
+        int rows_b = Config::kRowsLoadedB;
+        const int box_rows_b = Config::kSwapAB ? p.token_box_rows : Config::kRowsLoadedB;
+        uint32_t stage_bytes = uint32_t(Storage::kBytesA + Storage::kBytesB);
+        if constexpr (Config::kSwapAB && BMajor == Major::k) {
+          const int boxed = (p.n - row_b + box_rows_b - 1) / box_rows_b * box_rows_b;
+          if (boxed < rows_b) rows_b = boxed;
+          stage_bytes = uint32_t(Storage::kBytesA + rows_b * Config::kBlockK * 2);
+        }
         for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
           sm90::wait(&s.empty[stage], phase ^ 1);
-          sm90::arrive_expect_bytes(&s.full[stage], kStageBytes);
-          load_operand<AMajor>(s.a[stage], &p.a, int(rank_n) * Config::kRowsLoadedA, Config::kRowsLoadedA, row_a, kb,
-                               unit.batch, &s.full[stage], mask_a);
-          load_operand<BMajor>(s.b[stage], &p.b, int(rank_m) * Config::kRowsLoadedB, Config::kRowsLoadedB, row_b, kb,
+          sm90::arrive_expect_bytes(&s.full[stage], stage_bytes);
+          load_operand<AMajor>(s.a[stage], &p.a, int(rank_n) * Config::kRowsLoadedA, Config::kRowsLoadedA,
+                               Config::kRowsLoadedA, row_a, kb, unit.batch, &s.full[stage], mask_a);
+          load_operand<BMajor>(s.b[stage], &p.b, int(rank_m) * Config::kRowsLoadedB, rows_b, box_rows_b, row_b, kb,
                                unit.batch, &s.full[stage], mask_b);
           if (++stage == kStages) {
             stage = 0;

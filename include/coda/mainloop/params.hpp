@@ -48,6 +48,7 @@ struct KernelParams {
   CUtensorMap b;
   ScheduleParams schedule;
   int32_t m, n;
+  int32_t token_box_rows;  // a swapped tile's K-major B (the tokens): rows of its box (plan.cpp)
   PartialsWorkspace partials;
   EpilogueParams epilogue;
   LaunchRole role;

@@ -37,6 +37,7 @@ struct LaunchPlan {
   Major a_major = Major::k, b_major = Major::k;  // C's operands'
   bool swap_ab = false;                          // a swapped tile (tiles.hpp): the kernel computes C^T, its A is C's B
   CUtensorMap a{}, b{};
+  int32_t token_box_rows = 0;  // a swapped tile's K-major B (the tokens): rows of its box
   ScheduleParams schedule{};
   PartialsWorkspace partials{};
   std::size_t counter_bytes = 0;  // arrival counters at partials.arrivals, zeroed before each launch
@@ -50,6 +51,7 @@ struct LaunchPlan {
     p.schedule = schedule;
     p.m = int32_t(swap_ab ? n : m);  // the kernel's problem
     p.n = int32_t(swap_ab ? m : n);
+    p.token_box_rows = token_box_rows;
     p.partials = partials;
     p.epilogue = epilogue;
     p.role = role;

@@ -62,6 +62,7 @@ struct TileConfig {
   static_assert(kWarpgroupM % 64 == 0 && kWarpgroupN % 64 == 0 && kWarpgroupN <= 256, "wgmma is m64 x n<=256");
   static_assert(kClusterSize <= 4, "clusters of at most four CTAs (2 x 2: each operand multicast over two)");
   static_assert(kRowsLoadedA % 64 == 0 && kRowsLoadedB % 64 == 0, "multicast shares are whole 64-row chunks");
+  static_assert(!kSwapAB || kClusterSize == 1, "a swapped tile's token boxes are not multicast");
 };
 
 /// One row of the list: the GemmTile that names a configuration, the configuration, and the
@@ -74,7 +75,7 @@ struct ShippedTile {
   /// "m128n256", "pingpong_m128n128", "swap_m64n128": the GemmTile's name, from the configuration
   /// (the output tile of C: a swapped tile's kernel rows are C's columns).
   static std::string name() {
-    std::string s = Config::kPingPong ? "pingpong_m" : Config::kSwapAB ? "swap_m" : "m";
+    std::string s = Config::kSwapAB ? "swap_m" : Config::kPingPong ? "pingpong_m" : "m";
     s += std::to_string(Config::kSwapAB ? Config::kBlockN : Config::kBlockM);
     s += 'n';
     s += std::to_string(Config::kSwapAB ? Config::kBlockM : Config::kBlockN);
@@ -101,14 +102,17 @@ using ShippedTiles = TileList<
     ShippedTile<GemmTile::m256n128, TileConfig<256, 128, 128, 128, 4, 1, 2, 2>, 100>,
     // medium shapes, split-K capable
     ShippedTile<GemmTile::m128n128, TileConfig<128, 128, 64, 128, 5, 1, 1, 4>, 90>,
-    // 64-row tiles, split-K capable (forced only: the heuristic swaps at M <= 64)
+    // 64-row tiles, split-K capable (forced only: the heuristic swaps at M <= 128)
     ShippedTile<GemmTile::m64n256, TileConfig<64, 256, 64, 128, 4, 1, 1, 2>, 80>,
     // epilogue programs: A and B multicast over 2 x 2
     ShippedTile<GemmTile::pingpong_m128n128, TileConfig<128, 128, 128, 128, 6, 2, 2, 2>, 95>,
     // small M, swapped: 128 weight rows x 64 tokens a CTA, each consumer 64 rows; a 24 KB slot
     // (16 KB of weight), 6 deep: 96 KB of weight in flight per SM (the planner picks it by M and
     // splits it by bandwidth, plan.cpp: its relative speed is not used)
-    ShippedTile<GemmTile::swap_m64n128, TileConfig<128, 64, 64, 64, 6, 1, 1, 2, true>, 50>>;
+    ShippedTile<GemmTile::swap_m64n128, TileConfig<128, 64, 64, 64, 6, 1, 1, 2, true>, 50>,
+    // small M, swapped, ping-pong: 64 weight rows x 64 tokens a tile, twice the tiles of
+    // swap_m64n128 for a weight of few rows; 16 KB slots, 9 deep: 72 KB of weight in flight per SM
+    ShippedTile<GemmTile::swap_m64n64, TileConfig<64, 64, 64, 64, 9, 1, 1, 2, true>, 50>>;
 
 namespace detail {
 template <GemmTile Id, class List>
