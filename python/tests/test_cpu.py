@@ -77,6 +77,17 @@ def test_cross_entropy_shapes(reduction, shape):
     assert x.grad.shape == x.shape and w.grad.shape == w.shape
 
 
+def test_cross_entropy_row_scale_and_logits_shapes():
+    x, w, row_scale = meta(10, 64, grad=True), meta(1001, 64, grad=True), meta(10, dtype=torch.float32, grad=True)
+    loss, logits = coda.linear_cross_entropy(x, w, meta(10, dtype=torch.int64), row_scale=row_scale,
+                                             return_logits=True, reduction="none")
+    assert loss.shape == (10,) and logits.shape == (10, 1001) and logits.dtype == BF16
+    assert logits.stride() == (1008, 1), "rows padded to 16 bytes for the TMA store"
+    assert not logits.requires_grad, "the logits carry no gradient"
+    loss.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape and row_scale.grad.shape == (10,)
+
+
 def test_compile_fullgraph_traces_a_training_step():
     """No graph break in forward or backward: fullgraph=True raises on one. Meta inputs, so nothing runs."""
 
@@ -98,6 +109,8 @@ def test_compile_fullgraph_traces_a_training_step():
     ("swiglu_mlp", lambda: (meta(16, 64, grad=True), meta(64, 64, grad=True), meta(16, 32, grad=True))),
     ("linear_cross_entropy", lambda: (meta(16, 64, grad=True), meta(256, 64, grad=True), meta(16, dtype=torch.int32),
                                       -100, 0.0, 0.0, 0.0, "mean")),
+    ("linear_cross_entropy", lambda: (meta(16, 64, grad=True), meta(250, 64, grad=True), meta(16, dtype=torch.int32),
+                                      -100, 0.1, 1e-4, 30.0, "none", meta(16, dtype=torch.float32, grad=True), True)),
     ("route", lambda: (meta(16, 64), meta(60, 64), 8, "sigmoid_bias", True, meta(60, dtype=torch.float32), 6, 3, 2.5,
                        True)),
 ])
@@ -141,6 +154,11 @@ def test_opcheck_on_meta(op, args):
      ValueError, ["label_smoothing", "[0, 1)"]),
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), z_loss=-1.0),
      ValueError, ["z_loss", ">= 0"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), row_scale=meta(4)),
+     TypeError, ["row_scale", "bfloat16", "float32"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32),
+                                       row_scale=meta(3, dtype=torch.float32)), ValueError,
+     ["row_scale", "length 3", "4"]),
     (lambda: coda.interleave_gate_up(torch.ones(4, 8), torch.ones(4, 16)), ValueError, ["w_gate", "w_up"]),
     (lambda: coda.route(meta(4, 64), meta(600, 64), 8), ValueError, ["w", "600", "1 to 512"]),
     (lambda: coda.route(meta(4, 64), meta(16, 64), 17), ValueError, ["k", "17", "min(E, 32)"]),
@@ -304,6 +322,11 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
         loss = coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), reduction=reduction,
                                          label_smoothing=0.1)
         checks.append((loss, shape))
+    row_scale = cpu(15, dtype=torch.float32)
+    loss, logits = coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), row_scale=row_scale,
+                                             return_logits=True)
+    checks += [(loss, ())]
+    assert logits.shape == (15, 100) and not logits.requires_grad
     weights, ids, tei, counts = coda.route(x.detach(), cpu(60, 64, grad=False), 8, mode="sigmoid_bias",
                                            expert_bias=torch.zeros(60), n_group=6, topk_group=3, dispatch=True)
     assert (weights.shape, ids.shape, tei.shape, counts.shape) == ((15, 8), (15, 8), (15, 8), (60,))
@@ -315,7 +338,7 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
         assert out.shape == shape
     sum(out.float().sum() for out, _ in checks).backward()
     assert block.norm1.grad.shape == (64,) and block.w_qkv.grad.shape == (96, 64)
-    assert x.grad is not None and x.grad.shape == x.shape
+    assert x.grad is not None and x.grad.shape == x.shape and row_scale.grad.shape == (15,)
     called = set(stub_libcoda.calls)
     assert {"coda_gemm", "coda_gemm_swiglu", "coda_gemm_swiglu_backward", "coda_gemm_rope", "coda_rope_backward",
             "coda_gemm_residual_rmsnorm", "coda_gemm_row_scale", "coda_row_scale_backward",

@@ -178,8 +178,11 @@ def test_layer_against_fp64(tokens):
         assert rel(x, y) < 2e-2, name
 
 
-def cross_entropy_reference(x, w, targets, ignore_index, label_smoothing, z_loss, softcap, reduction):
+def cross_entropy_reference(x, w, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale=None,
+                            return_logits=False):
     logits = x.double() @ w.double().t()
+    if row_scale is not None:
+        logits = row_scale.double()[:, None] * logits
     if softcap:
         logits = softcap * torch.tanh(logits / softcap)
     lse = torch.logsumexp(logits, -1)
@@ -187,7 +190,8 @@ def cross_entropy_reference(x, w, targets, ignore_index, label_smoothing, z_loss
     picked = logits.gather(1, targets.long().clamp_min(0)[:, None])[:, 0]
     loss = lse - (1 - label_smoothing) * picked - label_smoothing * logits.mean(-1) + z_loss * lse ** 2
     loss = torch.where(valid, loss, torch.zeros_like(loss))
-    return {"none": loss, "sum": loss.sum(), "mean": loss.sum() / valid.sum()}[reduction]
+    loss = {"none": loss, "sum": loss.sum(), "mean": loss.sum() / valid.sum()}[reduction]
+    return (loss, logits) if return_logits else loss
 
 
 @pytest.mark.parametrize("options", [
@@ -210,6 +214,30 @@ def test_linear_cross_entropy(options, m, vocab):
     seed = torch.rand_like(loss) + 0.5
     for ours, theirs in zip(grads(loss, (x, w), seed), grads(ref, (x64, w64), seed.double())):
         assert rel(ours, theirs) < 1e-2
+
+
+@pytest.mark.parametrize("options", [dict(), dict(softcap=20.0, label_smoothing=0.1, reduction="none")])
+@pytest.mark.parametrize("m,vocab", [(1, 1003), (130, 32000)])
+def test_linear_cross_entropy_row_scale_and_logits(options, m, vocab):
+    """The final RMSNorm's rstd as the row scale (its gradient from the backward's row sums of dZ * Z) and
+    the logits output (vocabularies not a multiple of 8 included), against fp64."""
+    torch.manual_seed(m)
+    k = 128
+    x, w = rand(m, k, grad=True), rand(vocab, k, scale=0.05, grad=True)
+    row_scale = (torch.rand(m, device="cuda") + 0.5).requires_grad_(True)
+    targets = torch.randint(0, vocab, (m,), device="cuda")
+    poison()
+    loss, logits = coda.linear_cross_entropy(x, w, targets, row_scale=row_scale, return_logits=True, **options)
+    full = dict(ignore_index=-100, label_smoothing=0.0, z_loss=0.0, softcap=0.0, reduction="mean") | options
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, w, row_scale)]
+    ref, ref_logits = cross_entropy_reference(leaves[0], leaves[1], targets, **full, row_scale=leaves[2],
+                                              return_logits=True)
+    assert rel(loss, ref) < 1e-4
+    assert logits.shape == (m, vocab) and logits.dtype == BF16 and rel(logits, ref_logits) < 1e-2
+    seed = torch.rand_like(loss) + 0.5
+    for name, ours, theirs in zip(("x", "w", "row_scale"), grads(loss, (x, w, row_scale), seed),
+                                  grads(ref, leaves, seed.double())):
+        assert rel(ours, theirs) < 1e-2, name
 
 
 def test_cross_entropy_matches_torch_with_int64_targets():

@@ -3,13 +3,18 @@
     loss = coda.linear_cross_entropy(hidden, lm_head.weight, targets)          # mean over non-ignored
     loss = coda.linear_cross_entropy(hidden, w, targets, ignore_index=-100, label_smoothing=0.1,
                                      z_loss=1e-4, softcap=30.0, reduction="sum")
+    # the final RMSNorm fused in: row_scale = its rstd, the norm's weight folded into w's columns
+    loss = coda.linear_cross_entropy(residual, w * g, targets, row_scale=rstd)
+    loss, logits = coda.linear_cross_entropy(hidden, w, targets, return_logits=True)  # also the logits
 
 Losses follow torch.nn.functional.cross_entropy(hidden @ w.T, targets, ...) in f32 (z_loss adds
-z_loss * lse^2 per row, softcap applies cap * tanh(logit / cap) first). The forward is one GEMM
-whose epilogue reduces each tile of logits to row partials; the backward (coda's) recomputes the
-logits chunk by chunk from the saved log-sum-exp, three GEMMs a chunk: dZ in the first's epilogue,
-dW[chunk] = dZ^T x and dx += dZ W[chunk] (f32 running sum, fixed order). Extra memory: a
-workspace of about 192 MiB at the largest chunk, from torch's caching allocator.
+z_loss * lse^2 per row, softcap applies cap * tanh(logit / cap) first; with row_scale, the logits are
+row_scale[:, None] * (hidden @ w.T) before the cap). The forward is one GEMM whose epilogue reduces
+each tile of logits to row partials; the backward (coda's) recomputes the logits chunk by chunk from
+the saved log-sum-exp, three GEMMs a chunk: dZ in the first's epilogue, dW[chunk] = dZ^T x and dx +=
+dZ W[chunk] (f32 running sum, fixed order), and with a row scale the row sums of dZ * Z that its
+gradient needs. Extra memory: a workspace of about 192 MiB at the largest chunk, from torch's
+caching allocator.
 """
 import torch
 
@@ -18,22 +23,29 @@ from .. import _library as L
 
 _lib = torch.library.Library("coda", "FRAGMENT")
 _OPTIONS = "int ignore_index, float label_smoothing, float z_loss, float softcap, str reduction"
-_lib.define(f"linear_cross_entropy(Tensor x, Tensor weight, Tensor targets, {_OPTIONS}) -> (Tensor, Tensor)")
+# Returns (loss, lse, logits); logits has no elements unless return_logits.
+_lib.define(f"linear_cross_entropy(Tensor x, Tensor weight, Tensor targets, {_OPTIONS}, Tensor? row_scale=None, "
+            "bool return_logits=False) -> (Tensor, Tensor, Tensor)")
+# Returns (grad_x, grad_weight, grad_row_scale); grad_row_scale has no elements without a row scale.
 _lib.define(f"linear_cross_entropy_backward(Tensor grad_loss, Tensor x, Tensor weight, Tensor targets, Tensor lse, "
-            f"{_OPTIONS}) -> (Tensor, Tensor)")
+            f"{_OPTIONS}, Tensor? row_scale=None) -> (Tensor, Tensor, Tensor)")
 _OP = "linear_cross_entropy"
 
 
-def _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction):
+def _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale):
     checks.tensor(_OP, "x", x, checks.FLOATS, rank=2)
     checks.tensor(_OP, "weight", weight, checks.FLOATS, rank=2)
     checks.same_dtype(_OP, "weight", weight, "x", x)
     checks.tensor(_OP, "targets", targets, (torch.int32,), rank=1)
-    checks.same_device(_OP, (("x", x), ("weight", weight), ("targets", targets)))
+    if row_scale is not None:
+        checks.tensor(_OP, "row_scale", row_scale, (torch.float32,), rank=1)
+    checks.same_device(_OP, (("x", x), ("weight", weight), ("targets", targets), ("row_scale", row_scale)))
     if x.shape[1] != weight.shape[1]:
         raise ValueError(f"coda.{_OP}: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}; x's columns "
                          "must be weight's (K)")
     checks.size(_OP, "targets", targets.shape[0], x.shape[0], "length")
+    if row_scale is not None:
+        checks.size(_OP, "row_scale", row_scale.shape[0], x.shape[0], "length")
     checks.multiple_of_8(_OP, "x", x.shape[1], "K (columns)")
     if reduction not in L.REDUCTIONS:
         raise ValueError(f"coda.{_OP}: reduction {reduction!r} must be 'none', 'sum' or 'mean'")
@@ -47,10 +59,20 @@ def _loss_shape(x, reduction):
     return (x.shape[0],) if reduction == "none" else ()
 
 
+def _new_logits(x, vocab, wanted):
+    """The logits' buffer: M x V of x's type in rows padded to 16 bytes (libcoda's TMA stores write whole
+    16-byte chunks), or no elements."""
+    if not wanted:
+        return x.new_empty(0)
+    return x.new_empty(x.shape[0], checks.round_up_8(vocab))[:, :vocab]
+
+
 @torch.library.register_fake("coda::linear_cross_entropy")
-def _fake(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction):
-    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction)
-    return x.new_empty(_loss_shape(x, reduction), dtype=torch.float32), x.new_empty(x.shape[0], dtype=torch.float32)
+def _fake(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale=None,
+          return_logits=False):
+    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale)
+    return (x.new_empty(_loss_shape(x, reduction), dtype=torch.float32),
+            x.new_empty(x.shape[0], dtype=torch.float32), _new_logits(x, weight.shape[0], return_logits))
 
 
 _options_cache = {}
@@ -66,64 +88,85 @@ def _options(ignore_index, label_smoothing, z_loss, softcap, reduction):
 
 
 @L.kernel(_lib, "linear_cross_entropy")
-def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction):
-    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction)
+def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale=None,
+             return_logits=False):
+    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale)
     x, weight, targets = checks.rows(x), checks.rows(weight), checks.vector(targets)
+    row_scale = None if row_scale is None else checks.vector(row_scale)
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
     loss = x.new_empty(x.shape[0] if reduction == "none" else 1, dtype=torch.float32)
     lse = x.new_empty(x.shape[0], dtype=torch.float32)
+    logits = _new_logits(x, weight.shape[0], return_logits)
     m, vocab = x.shape[0], weight.shape[0]  # options structs live in _options_cache: id() is a stable key
     bytes_ = L.cached_size(("cross_entropy", m, vocab, id(options)), L.lib.coda_cross_entropy_workspace_bytes, m,
                            vocab, L.ctypes.byref(options))
     with L.on_device(x.device):
         ws = L.workspace(bytes_, x.device)
         L.call(L.lib.coda_gemm_cross_entropy, L.view("x", x), L.view("w", weight), L.view("t", targets),
-               L.view("loss", loss), L.view("lse", lse), L.ctypes.byref(options), None, None, ws.data_ptr(), bytes_,
-               L.stream(x.device))
-    return loss.view(_loss_shape(x, reduction)), lse
+               L.view("loss", loss), L.view("lse", lse), L.ctypes.byref(options), L.view("rs", row_scale),
+               L.view("logits", logits) if return_logits else None, ws.data_ptr(), bytes_, L.stream(x.device))
+    return loss.view(_loss_shape(x, reduction)), lse, logits
 
 
 @torch.library.register_fake("coda::linear_cross_entropy_backward")
-def _backward_fake(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction):
-    return x.new_empty(x.shape), weight.new_empty(weight.shape)
+def _backward_fake(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
+                   row_scale=None):
+    return (x.new_empty(x.shape), weight.new_empty(weight.shape),
+            x.new_empty(0 if row_scale is None else x.shape[0], dtype=torch.float32))
 
 
 @L.kernel(_lib, "linear_cross_entropy_backward", checked=False)
-def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction):
+def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
+                 row_scale=None):
     x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
     grad_loss = grad_loss.reshape(-1).float().contiguous()
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
     grad_x, grad_w = x.new_empty(x.shape), weight.new_empty(weight.shape)
+    row_dots = None
+    if row_scale is not None:  # row partials of <dZ, Z>, Z = row_scale * (x w^T) before the cap
+        row_scale = checks.vector(row_scale)
+        row_dots = x.new_empty(x.shape[0], L.row_partial_count(weight.shape[0]), dtype=torch.float32)
     bytes_ = L.workspace_bytes("coda_cross_entropy_backward_workspace_bytes", x.shape[0], weight.shape[0],
                                x.shape[1], 0)
     with L.on_device(x.device):
         ws = L.workspace(bytes_, x.device)
         L.call(L.lib.coda_gemm_cross_entropy_backward, L.view("x", x), L.view("w", weight), L.view("t", targets),
                L.view("lse", lse), L.view("dl", grad_loss), L.view("dx", grad_x), L.view("dw", grad_w),
-               L.ctypes.byref(options), None, None, 0, ws.data_ptr(), bytes_, L.stream(x.device))
-    return grad_x, grad_w
+               L.ctypes.byref(options), L.view("rs", row_scale), L.view("dots", row_dots), 0, ws.data_ptr(), bytes_,
+               L.stream(x.device))
+    # d loss / d row_scale[m] = sum_n dZ[m, n] (x w^T)[m, n] = <dZ, Z>[m] / row_scale[m]
+    grad_row_scale = x.new_empty(0, dtype=torch.float32) if row_dots is None else row_dots.sum(1) / row_scale
+    return grad_x, grad_w, grad_row_scale
 
 
 def _setup(ctx, inputs, output):
-    x, weight, targets, *options = inputs
-    ctx.save_for_backward(x, weight, targets, output[1])
+    x, weight, targets, *options, row_scale, _return_logits = inputs
+    ctx.save_for_backward(x, weight, targets, output[1], row_scale)
     ctx.options = options
+    ctx.mark_non_differentiable(output[1], output[2])
 
 
-def _backward(ctx, grad_loss, _grad_lse):
-    x, weight, targets, lse = ctx.saved_tensors
-    grad_x, grad_w = torch.ops.coda.linear_cross_entropy_backward(grad_loss, x, weight, targets, lse, *ctx.options)
-    return (grad_x if ctx.needs_input_grad[0] else None, grad_w if ctx.needs_input_grad[1] else None) + (None,) * 6
+def _backward(ctx, grad_loss, _grad_lse, _grad_logits):
+    x, weight, targets, lse, row_scale = ctx.saved_tensors
+    grad_x, grad_w, grad_row_scale = torch.ops.coda.linear_cross_entropy_backward(grad_loss, x, weight, targets, lse,
+                                                                                 *ctx.options, row_scale)
+    needs = ctx.needs_input_grad
+    return ((grad_x if needs[0] else None, grad_w if needs[1] else None) + (None,) * 6 +
+            (grad_row_scale if row_scale is not None and needs[8] else None, None))
 
 
 torch.library.register_autograd("coda::linear_cross_entropy", _backward, setup_context=_setup)
 
 
 def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=0.0, z_loss=0.0, softcap=0.0,
-                         reduction="mean"):
+                         reduction="mean", row_scale=None, return_logits=False):
     """cross_entropy(x @ weight.T, targets) without the logits: x (M, K) or (..., K), weight (V, K), targets
     (M) or (...) integer class indices (int64 is converted to int32). Returns the f32 loss: a scalar for
     'mean' (over non-ignored rows; NaN when all are ignored) and 'sum', the per-token losses for 'none'.
+
+    row_scale: optional f32 (M), nonzero (an RMSNorm's rstd): the logits are row_scale[:, None] * (x @ weight.T),
+    and row_scale gets a gradient. return_logits: also return the (soft-capped) logits, (M, V) in x's dtype, for
+    inspection; they carry no gradient (the loss's gradient never materializes them).
 
         loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten())
     """
@@ -134,6 +177,9 @@ def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=
         targets = targets.reshape(-1)
         if targets.dtype == torch.int64:
             targets = targets.to(torch.int32)
-    loss, _ = torch.ops.coda.linear_cross_entropy(x, weight, targets, int(ignore_index), float(label_smoothing),
-                                                  float(z_loss), float(softcap), reduction)
-    return loss
+    if isinstance(row_scale, torch.Tensor):
+        row_scale = row_scale.reshape(-1)
+    loss, _, logits = torch.ops.coda.linear_cross_entropy(x, weight, targets, int(ignore_index),
+                                                          float(label_smoothing), float(z_loss), float(softcap),
+                                                          reduction, row_scale, bool(return_logits))
+    return (loss, logits) if return_logits else loss
