@@ -237,7 +237,8 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
       SwappedPlan best;
       for (GemmTile t : {GemmTile::swap_m64n128, GemmTile::swap_m64n64}) {
         const TileFacts f = facts(t);
-        const SwappedPlan next = swapped_plan(kernel_problem(p, f), f, resident_ctas(t), can_split);
+        const int ctas = options.max_ctas > 0 ? std::min(resident_ctas(t), options.max_ctas) : resident_ctas(t);
+        const SwappedPlan next = swapped_plan(kernel_problem(p, f), f, ctas, can_split);
         if (out.tile == GemmTile::automatic || swapped_plan_better(next, best)) {
           out.tile = t;
           best = next;
