@@ -26,9 +26,9 @@ _OPTIONS = "int ignore_index, float label_smoothing, float z_loss, float softcap
 # Returns (loss, lse, logits); logits has no elements unless return_logits.
 _lib.define(f"linear_cross_entropy(Tensor x, Tensor weight, Tensor targets, {_OPTIONS}, Tensor? row_scale=None, "
             "bool return_logits=False) -> (Tensor, Tensor, Tensor)")
-# Returns (grad_x, grad_weight, grad_row_scale); grad_row_scale has no elements without a row scale.
+# Returns (grad_x, grad_weight, grad_row_scale); grad_row_scale has no elements unless row_scale_grad.
 _lib.define(f"linear_cross_entropy_backward(Tensor grad_loss, Tensor x, Tensor weight, Tensor targets, Tensor lse, "
-            f"{_OPTIONS}, Tensor? row_scale=None) -> (Tensor, Tensor, Tensor)")
+            f"{_OPTIONS}, Tensor? row_scale=None, bool row_scale_grad=False) -> (Tensor, Tensor, Tensor)")
 _OP = "linear_cross_entropy"
 
 
@@ -110,22 +110,23 @@ def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap,
 
 @torch.library.register_fake("coda::linear_cross_entropy_backward")
 def _backward_fake(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
-                   row_scale=None):
+                   row_scale=None, row_scale_grad=False):
     return (x.new_empty(x.shape), weight.new_empty(weight.shape),
-            x.new_empty(0 if row_scale is None else x.shape[0], dtype=torch.float32))
+            x.new_empty(x.shape[0] if row_scale is not None and row_scale_grad else 0, dtype=torch.float32))
 
 
 @L.kernel(_lib, "linear_cross_entropy_backward", checked=False)
 def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
-                 row_scale=None):
+                 row_scale=None, row_scale_grad=False):
     x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
     grad_loss = grad_loss.reshape(-1).float().contiguous()
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
     grad_x, grad_w = x.new_empty(x.shape), weight.new_empty(weight.shape)
     row_dots = None
-    if row_scale is not None:  # row partials of <dZ, Z>, Z = row_scale * (x w^T) before the cap
+    if row_scale is not None:
         row_scale = checks.vector(row_scale)
-        row_dots = x.new_empty(x.shape[0], L.row_partial_count(weight.shape[0]), dtype=torch.float32)
+        if row_scale_grad:  # row partials of <dZ, Z>, Z = row_scale * (x w^T) before the cap
+            row_dots = x.new_empty(x.shape[0], L.row_partial_count(weight.shape[0]), dtype=torch.float32)
     bytes_ = L.workspace_bytes("coda_cross_entropy_backward_workspace_bytes", x.shape[0], weight.shape[0],
                                x.shape[1], 0)
     with L.on_device(x.device):
@@ -148,11 +149,13 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, grad_loss, _grad_lse, _grad_logits):
     x, weight, targets, lse, row_scale = ctx.saved_tensors
-    grad_x, grad_w, grad_row_scale = torch.ops.coda.linear_cross_entropy_backward(grad_loss, x, weight, targets, lse,
-                                                                                 *ctx.options, row_scale)
     needs = ctx.needs_input_grad
+    row_scale_grad = row_scale is not None and needs[8]
+    grad_x, grad_w, grad_row_scale = torch.ops.coda.linear_cross_entropy_backward(grad_loss, x, weight, targets, lse,
+                                                                                 *ctx.options, row_scale,
+                                                                                 row_scale_grad)
     return ((grad_x if needs[0] else None, grad_w if needs[1] else None) + (None,) * 6 +
-            (grad_row_scale if row_scale is not None and needs[8] else None, None))
+            (grad_row_scale if row_scale_grad else None, None))
 
 
 torch.library.register_autograd("coda::linear_cross_entropy", _backward, setup_context=_setup)
