@@ -103,11 +103,12 @@ SwappedPlan swapped_plan(const Problem& q, const TileFacts& f, int64_t ctas, boo
   const double per_cta = double(f.stages) * f.block_m * 128 / kLoadedLatency;
   auto plan = [&](int64_t split) {
     const int64_t units = weight_tiles * token_tiles * split;
+    // A round of `running` units: each streams its share of a weight tile at the rate above.
+    auto round = [&](int64_t running) {
+      return tile_bytes / double(split) / std::min(per_cta, kCopyBandwidth * double(token_tiles) / double(running));
+    };
     SwappedPlan out{int(split), split > 1 ? kSegmentsCost : 0.0, ceil_div(units, ctas), std::min(units, ctas)};
-    for (int64_t left = units; left > 0; left -= ctas) {
-      const double running = double(std::min(left, ctas));
-      out.seconds += tile_bytes / double(split) / std::min(per_cta, kCopyBandwidth * double(token_tiles) / running);
-    }
+    out.seconds += double(units / ctas) * round(ctas) + (units % ctas ? round(units % ctas) : 0.0);
     return out;
   };
   SwappedPlan best = plan(1);
@@ -116,6 +117,12 @@ SwappedPlan swapped_plan(const Problem& q, const TileFacts& f, int64_t ctas, boo
        split *= 2)
     if (const SwappedPlan next = plan(split); next.seconds < best.seconds * 0.97) best = next;
   return best;
+}
+
+// Resident CTAs of tile `t` that options.max_ctas allows, in whole clusters (at least one).
+int allowed_ctas(GemmTile t, const TileFacts& f, const GemmOptions& options) {
+  const int ctas = resident_ctas(t), cluster = f.cluster_size();
+  return options.max_ctas > 0 ? std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster)) : ctas;
 }
 
 // Whether swapped plan `x` beats `y`: faster by 3%, or as fast (within 3%) in fewer rounds, or in
@@ -228,6 +235,7 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
   Plan plan;
   GemmPlan& out = plan.public_plan;
   out.tile = options.tile;
+  int chosen_split = 0;  // the split the swapped tile choice found best (0: no choice made)
   if (out.tile == GemmTile::automatic) {
     if (p.m <= kSwappedMaxM) {
       // Few tokens: swapped, a CTA's MMAs cover its weight rows at any M (m64n256 measured 0.63-0.92
@@ -237,13 +245,13 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
       SwappedPlan best;
       for (GemmTile t : {GemmTile::swap_m64n128, GemmTile::swap_m64n64}) {
         const TileFacts f = facts(t);
-        const int ctas = options.max_ctas > 0 ? std::min(resident_ctas(t), options.max_ctas) : resident_ctas(t);
-        const SwappedPlan next = swapped_plan(kernel_problem(p, f), f, ctas, can_split);
+        const SwappedPlan next = swapped_plan(kernel_problem(p, f), f, allowed_ctas(t, f, options), can_split);
         if (out.tile == GemmTile::automatic || swapped_plan_better(next, best)) {
           out.tile = t;
           best = next;
         }
       }
+      chosen_split = best.split;
     } else {
       // Not the ping-pong tile: it reads 1.5x the operand bytes per MMA from L2, which an H200 at
       // its power limit pays for in clock (steady state, the Transformer set: m128n256 everywhere
@@ -261,9 +269,7 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
   const TileFacts f = facts(out.tile);
   const Problem q = kernel_problem(p, f);
   const int cluster = f.cluster_size();
-  int ctas = resident_ctas(out.tile);
-  if (options.max_ctas > 0) ctas = std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster));
-  const int64_t clusters = ctas / cluster;
+  const int64_t clusters = allowed_ctas(out.tile, f, options) / cluster;
   out.output_tiles = ceil_div(q.m, f.block_m) * ceil_div(q.n, f.block_n) * q.batch;
   plan.cluster_tiles =
       ceil_div(ceil_div(q.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(q.n, f.block_n), f.cluster_n) * q.batch;
@@ -280,7 +286,8 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
     check.throw_if_error();
     out.split_k = options.split_k;
   } else if (options.split_k == 0 && has_workspace && f.swap_ab) {
-    out.split_k = swapped_plan(q, f, clusters * cluster, true).split;
+    // The heuristic's choice already weighed the splits, on these CTAs; a forced swapped tile's not.
+    out.split_k = chosen_split > 0 ? chosen_split : swapped_plan(q, f, clusters * cluster, true).split;
   } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
     // Few tiles leave SMs idle: split K, at most 4 ways with at least 8 blocks of 64 each (on an
     // H200, decode shapes ran fastest at 4 splits; 8 and 16 were slower).
