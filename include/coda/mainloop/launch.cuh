@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "coda/core/device.hpp"
 #include "coda/core/status.hpp"
 #include "coda/mainloop/kernel.cuh"
@@ -53,6 +55,14 @@ void launch_kernel(const LaunchPlan& plan, const KernelParams<typename Epilogue:
     throw InvalidArgument("coda::mainloop::launch_kernel",
                           plan.swap_ab ? "argument 'plan': is for a swapped tile (C^T = B A^T) but the kernel is not"
                                        : "argument 'plan': is for an unswapped tile but the kernel is swapped");
+  // The producer loads B in boxes of token_box_rows rows that must tile the kernel's B rows
+  // exactly: any other count leaves a slot's expected bytes unmet and the consumers wait forever.
+  if (plan.token_box_rows <= 0 || plan.token_box_rows > Config::kRowsLoadedB ||
+      Config::kRowsLoadedB % plan.token_box_rows != 0 || plan.token_box_rows % 8 != 0)
+    throw InvalidArgument("coda::mainloop::launch_kernel",
+                          "argument 'plan': token_box_rows must be a positive multiple of 8 dividing the tile's " +
+                              std::to_string(Config::kRowsLoadedB) + " B rows (got " +
+                              std::to_string(plan.token_box_rows) + ")");
   auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
   constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
   static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");

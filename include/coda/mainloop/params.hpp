@@ -48,7 +48,7 @@ struct KernelParams {
   CUtensorMap b;
   ScheduleParams schedule;
   int32_t m, n;
-  int32_t token_box_rows;  // a swapped tile's K-major B (the tokens): rows of its box (plan.cpp)
+  int32_t token_box_rows;  // rows of B's TMA box (plan.cpp); read by swapped tiles, whose K-major B is the tokens
   PartialsWorkspace partials;
   EpilogueParams epilogue;
   LaunchRole role;
