@@ -96,6 +96,16 @@ int ops_benchmark(const std::string& json) {
                            [&](const TensorView& y) { silu_mul(bf16(y), bf16(out), t, f, stream); }, compiled, cublas,
                            arena, stream));
   }
+  for (const int64_t t : {1, 16, 64}) {  // decode: the swapped program tile (epilogue/plan.hpp)
+    Arena arena;
+    const int64_t h = 4096, f = 14336;
+    TensorView x = arena.matrix(bf, t, h, stream), w = arena.matrix(bf, 2 * f, h, stream);
+    TensorView out = arena.matrix(bf, t, f, stream, false);
+    rows.push_back(measure("swiglu", "T=" + std::to_string(t) + " H=4096 F=14336", x, w,
+                           [&](int) { ops::gemm_swiglu(x, w, out, stream); }, nullptr,
+                           [&](const TensorView& y) { silu_mul(bf16(y), bf16(out), t, f, stream); }, 0.0, cublas,
+                           arena, stream));
+  }
   for (const auto& [h, compiled] : {std::tuple{2048, 0.764}, std::tuple{4096, 3.45}}) {
     Arena arena;
     const int64_t t = 16384, n = 3 * h;

@@ -48,7 +48,8 @@ struct Shape {
   int64_t m, n, k;
 };
 // The last one has enough tile rows for a companion launch on the ping-pong tile (mainloop/launch.cuh).
-constexpr Shape kShapes[] = {{1, 264, 64}, {200, 600, 136}, {129, 1030, 264}, {4173, 1100, 72}};
+// M = 1 and 37 also run on the swapped tile (plan.hpp: kSwappedProgramMaxM).
+constexpr Shape kShapes[] = {{1, 264, 64}, {37, 392, 136}, {200, 600, 136}, {129, 1030, 264}, {4173, 1100, 72}};
 
 inline int64_t parts(int64_t extent, int64_t part) { return (extent + part - 1) / part; }
 
@@ -77,14 +78,16 @@ struct Case {
   HostTensor& expected_of(const DeviceTensor& out) { return expected[std::size_t(&out - outputs.data())]; }
 
   // Run `gpu` (device descriptors) through the GEMM and `cpu` (host descriptors) on the product,
-  // then compare every output; on each tile a program runs on (launch.cuh): ping-pong and, unless
-  // it stages a tile input, the cooperative m128n256 (the outputs poisoned again in between).
+  // then compare every output; on each tile a program runs on (launch.cuh): ping-pong, unless it
+  // stages a tile input the cooperative m128n256, and at M <= 64 the swapped tile (the outputs
+  // poisoned again in between).
   template <class GpuProgram, class CpuProgram, DType... Also, Major A = Major::k, Major B = Major::k>
   void run_and_compare(const GpuProgram& gpu, const CpuProgram& cpu, epilogue::OutputTypes<Also...> output_types = {},
                        epilogue::OperandMajors<A, B> majors = {}) {
     run_on_cpu(cpu, product);
     std::vector<GemmTile> tiles{GemmTile::pingpong_m128n128};
     if constexpr (!epilogue::StagesAnInput<GpuProgram>) tiles.push_back(GemmTile::m128n256);
+    if (shape.m <= epilogue::kSwappedProgramMaxM) tiles.push_back(GemmTile::swap_m64n128);
     for (const GemmTile tile : tiles) {
       SCOPED_TRACE(::testing::Message() << "tile " << name(tile));
       for (DeviceTensor& out : outputs) out.poison();

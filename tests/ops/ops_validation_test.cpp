@@ -148,13 +148,14 @@ TEST(OpsValidation, FusedOpsRefuseOtherTiles) {
   const Status s = ops::try_gemm_swiglu(tile(64, 32), tile(64, 32), tile(64, 32), nullptr, options);
   EXPECT_EQ(s.code(), StatusCode::unsupported);
   EXPECT_THAT(s.message(),
-              HasSubstr("argument 'options.tile': epilogue programs run on pingpong_m128n128 or m128n256"));
+              HasSubstr("argument 'options.tile': epilogue programs run on pingpong_m128n128, m128n256 or "
+                        "(M <= 64) swap_m64n128"));
   const Status rmsnorm = ops::try_gemm_residual_rmsnorm(tile(64, 32), tile(32, 32), tile(64, 32), vec(32), 1e-6f,
                                                         tile(64, 32), tile(64, 32), vec(64), memory, sizeof(memory),
                                                         nullptr, {.gemm = {.tile = GemmTile::m128n256}});
   EXPECT_EQ(rmsnorm.code(), StatusCode::unsupported);
   EXPECT_THAT(rmsnorm.message(), HasSubstr("argument 'options.tile': this epilogue program stages a tile input: it runs "
-                                           "on pingpong_m128n128 only"));
+                                           "on pingpong_m128n128 (or swap_m64n128 at M <= 64) only"));
 }
 
 // Valid arguments reach the device check, whose message names the op, not the GEMM underneath.

@@ -35,6 +35,7 @@
 #include "coda/epilogue/plan.hpp"
 #include "coda/mainloop/launch.cuh"
 #include "coda/mainloop/tiles.hpp"
+#include "coda/mainloop/transposed_epilogue.cuh"
 
 namespace coda::epilogue {
 
@@ -48,14 +49,22 @@ struct OperandMajors {};
 
 /// The configurations programs run on: the ping-pong tile as coda::gemm runs it, and the
 /// m128n256 tile with its consumers splitting each 128 x 256 tile along N into two parts
-/// (plan.hpp). Both are parts of kPartRows x kPartCols.
+/// (plan.hpp). Both are parts of kPartRows x kPartCols. At M <= 64, the swap_m64n128 tile with each
+/// consumer holding a whole tile (128 weight rows x 64 tokens, ping-pong): transposed back to C, a
+/// part of 64 x kPartCols holding every row of the problem (transposed_epilogue.cuh). Five stages:
+/// 120 KB of ring beside the transposes (68 KB) and the staging (32 KB).
 using PingPongProgramTile = mainloop::TileOf<GemmTile::pingpong_m128n128>::Config;
 using CooperativeProgramTile = mainloop::TileConfig<128, 256, 128, 128, 4, 2, 1, 2>;
-static_assert(CooperativeProgramTile::kBlockM == mainloop::TileOf<GemmTile::m128n256>::Config::kBlockM &&
-                  CooperativeProgramTile::kBlockN == mainloop::TileOf<GemmTile::m128n256>::Config::kBlockN &&
-                  CooperativeProgramTile::kClusterM == mainloop::TileOf<GemmTile::m128n256>::Config::kClusterM &&
-                  CooperativeProgramTile::kClusterN == mainloop::TileOf<GemmTile::m128n256>::Config::kClusterN,
-              "a program runs on the tiles, clusters and schedule mainloop::plan_launch plans for m128n256");
+using SwappedProgramTile = mainloop::TileConfig<128, 64, 128, 64, 5, 1, 1, 2, true>;
+
+/// Whether a program's configuration `Config` plans as the shipped tile `Tile`: the same tiles,
+/// clusters and schedule (mainloop::plan_launch plans for the shipped tile).
+template <class Config, GemmTile Tile, class Shipped = typename mainloop::TileOf<Tile>::Config>
+constexpr bool kPlansAs = (Config::kBlockM == Shipped::kBlockM) && (Config::kBlockN == Shipped::kBlockN) &&
+                          (Config::kClusterM == Shipped::kClusterM) && (Config::kClusterN == Shipped::kClusterN) &&
+                          (Config::kSwapAB == Shipped::kSwapAB);
+static_assert(kPlansAs<CooperativeProgramTile, GemmTile::m128n256>);
+static_assert(kPlansAs<SwappedProgramTile, GemmTile::swap_m64n128>);
 
 namespace detail {
 
@@ -66,11 +75,19 @@ using ElementOf = std::conditional_t<In == DType::bf16, __nv_bfloat16, __half>;
 // TileOuts in Out.
 template <class Config, DType In, DType Out, Major A, Major B, class Program>
 void launch_on(const mainloop::LaunchPlan& plan, const Program& program, cudaStream_t stream) {
-  static_assert(Config::kWarpgroupM == kPartRows && Config::kWarpgroupN == kPartCols);
-  // A staged input is staged on the ping-pong tile only (its one buffer is handed between the
-  // consumers); on the cooperative tile it is read from global memory.
-  using Epilogue = ProgramEpilogue<Program, Config::kStagingBuffers, In, Out, Config::kPingPong>;
-  mainloop::launch_kernel<Config, ElementOf<In>, A, B, Epilogue>(plan, plan.kernel_params(program), stream);
+  if constexpr (Config::kSwapAB) {
+    // The kernel computes C^T = B A^T: its A is C's B. A staged input is read from global memory.
+    static_assert(Config::kWarpgroupM == kPartCols && Config::kWarpgroupN == 64 && Config::kPingPong);
+    using Epilogue =
+        mainloop::Transposed<ProgramEpilogue<Program, Config::kStagingBuffers, In, Out, false>, Config::kWarpgroupM>;
+    mainloop::launch_kernel<Config, ElementOf<In>, B, A, Epilogue>(plan, plan.kernel_params(program), stream);
+  } else {
+    static_assert(Config::kWarpgroupM == kPartRows && Config::kWarpgroupN == kPartCols);
+    // A staged input is staged on the ping-pong tile only (its one buffer is handed between the
+    // consumers); on the cooperative tile it is read from global memory.
+    using Epilogue = ProgramEpilogue<Program, Config::kStagingBuffers, In, Out, Config::kPingPong>;
+    mainloop::launch_kernel<Config, ElementOf<In>, A, B, Epilogue>(plan, plan.kernel_params(program), stream);
+  }
 }
 
 // f.template operator()<Out>() for the launch's output type `out`: In or one of Also.
@@ -84,6 +101,11 @@ void with_output_type(DType out, F&& f) {
 template <class Program, DType... Also>
 DType checked_output_type(const ProgramPlan& plan, const Program& program, Major a, Major b, const char* function) {
   check_program_tile<Program>(plan.main.summary.tile, "plan", function);  // a plan made by plan_program<Program>
+  ArgumentCheck swapped(function);
+  swapped.require_supported(!plan.main.swap_ab || plan.main.m <= kSwappedProgramMaxM, "plan",
+                            "runs a program on a swapped tile at M = ", plan.main.m, ", above ", kSwappedProgramMaxM,
+                            " (plan.hpp: one token tile)");
+  swapped.throw_if_error();
   if constexpr (!AsksForACompanionLaunch<Program>) {
     ArgumentCheck check(function);
     check.require_supported(plan.companion_ctas() == 0, "plan",
@@ -101,6 +123,8 @@ DType checked_output_type(const ProgramPlan& plan, const Program& program, Major
 template <DType In, Major A, Major B, DType... Also, class Program>
 void launch_planned(const ProgramPlan& plan, const Program& program, DType out, cudaStream_t stream) {
   with_output_type<In, Also...>(out, [&]<DType Out>() {
+    if (plan.main.summary.tile == GemmTile::swap_m64n128)
+      return launch_on<SwappedProgramTile, In, Out, A, B>(plan.main, program, stream);
     if constexpr (!StagesAnInput<Program>)  // check_program_tile: ping-pong only
       if (plan.main.summary.tile == GemmTile::m128n256)
         return launch_on<CooperativeProgramTile, In, Out, A, B>(plan.main, program, stream);
@@ -125,7 +149,7 @@ void launch_program(const ProgramPlan& plan, const Program& program, cudaStream_
   else detail::launch_planned<DType::f16, A, B, Also...>(plan, program, out, stream);
 }
 
-/// launch_program for plans known to run on `Tile` (pingpong_m128n128 or m128n256) with operands of
+/// launch_program for plans known to run on `Tile` (pingpong_m128n128, m128n256 or swap_m64n128) with operands of
 /// type `In` and no companion launch: the same checks, and only that tile's kernels for `In` are
 /// built (a benchmark's, an op's of one operand type), where launch_program builds every tile's for
 /// both operand types. Another plan is refused.
@@ -133,9 +157,10 @@ void launch_program(const ProgramPlan& plan, const Program& program, cudaStream_
 //   coda::epilogue::ProgramPlan plan{coda::mainloop::plan_launch(a, b, {.tile = GemmTile::pingpong_m128n128}, "f"), {}};
 //   coda::epilogue::launch_program_on<GemmTile::pingpong_m128n128, DType::bf16>(plan, program, stream);
 template <GemmTile Tile, DType In, class Program, DType... Also, Major A = Major::k, Major B = Major::k>
-void launch_program_on(const ProgramPlan& plan, const Program& program, cudaStream_t stream,
-                       OutputTypes<Also...> = {}, OperandMajors<A, B> = {}) {
-  static_assert(Tile == GemmTile::pingpong_m128n128 || Tile == GemmTile::m128n256, "programs run on these tiles");
+void launch_program_on(const ProgramPlan& plan, const Program& program, cudaStream_t stream, OutputTypes<Also...> = {},
+                       OperandMajors<A, B> = {}) {
+  static_assert(Tile == GemmTile::pingpong_m128n128 || Tile == GemmTile::m128n256 || Tile == GemmTile::swap_m64n128,
+                "programs run on these tiles");
   static_assert(In == DType::bf16 || In == DType::f16, "program kernels take bf16 or f16 operands");
   constexpr const char* kFunction = "coda::epilogue::launch_program_on";
   const DType out = detail::checked_output_type<Program, Also...>(plan, program, A, B, kFunction);
@@ -144,10 +169,12 @@ void launch_program_on(const ProgramPlan& plan, const Program& program, cudaStre
       .require_supported(plan.main.summary.tile == Tile && plan.companion_ctas() == 0, "plan", "runs on ",
                          plan.main.summary.tile, plan.companion_ctas() > 0 ? " with a companion launch" : "",
                          ", but this launch is built for ", Tile, " alone")
-      .require_supported(plan.main.input == In, "plan", "has ", plan.main.input, " operands, but this launch is built for ",
-                         In);
+      .require_supported(plan.main.input == In, "plan", "has ", plan.main.input,
+                         " operands, but this launch is built for ", In);
   check.throw_if_error();
-  using Config = std::conditional_t<Tile == GemmTile::m128n256, CooperativeProgramTile, PingPongProgramTile>;
+  using Config =
+      std::conditional_t<Tile == GemmTile::m128n256, CooperativeProgramTile,
+                         std::conditional_t<Tile == GemmTile::swap_m64n128, SwappedProgramTile, PingPongProgramTile>>;
   detail::with_output_type<In, Also...>(
       out, [&]<DType Out>() { detail::launch_on<Config, In, Out, A, B>(plan.main, program, stream); });
 }

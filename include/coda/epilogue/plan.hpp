@@ -8,7 +8,9 @@
 //
 // A program runs on parts of 128 x 128 (parts.hpp): on the ping-pong tile, a consumer's whole tile,
 // its program beside the other consumer's MMAs; on the cooperative m128n256 tile (from K =
-// kCooperativeProgramMinK) half a tile, the two consumers running their programs at once.
+// kCooperativeProgramMinK) half a tile, the two consumers running their programs at once. At M <=
+// kSwappedProgramMaxM (decode) on the swap_m64n128 tile, computed transposed with the weight on
+// wgmma's 64-row side (a part of 64 x 128 holding every row: launch.cuh, SwappedProgramTile).
 //
 // On the ping-pong tile a program may ask for a companion launch (program.hpp: companion_speed): the
 // ping-pong tile's 4-CTA clusters leave SMs idle (12 of an H100's 132), and a second launch of the
@@ -37,6 +39,10 @@ namespace coda::epilogue {
 /// tile also beat the ping-pong tile with a companion launch (SwiGLU 5.44 ms against 5.70, H100).
 inline constexpr int64_t kCooperativeProgramMinK = 4096;
 
+/// The M up to which a program runs on the swapped tile: one token tile, so its 64-row part holds
+/// every row and its partials (row, column and whole-part reductions) are those of a 128 x 128 part.
+inline constexpr int64_t kSwappedProgramMaxM = 64;
+
 /// A program's launches: `main`, and a companion beside it on the SMs `main` leaves idle (its
 /// summary.ctas 0: none).
 struct ProgramPlan {
@@ -54,22 +60,31 @@ template <class Program>
 void check_program_tile(GemmTile tile, const char* argument, const char* function) {
   constexpr bool kPingPongOnly = StagesAnInput<Program>;
   ArgumentCheck check(function);
-  check.require_supported(tile == GemmTile::pingpong_m128n128 || (tile == GemmTile::m128n256 && !kPingPongOnly),
+  check.require_supported(tile == GemmTile::pingpong_m128n128 || tile == GemmTile::swap_m64n128 ||
+                              (tile == GemmTile::m128n256 && !kPingPongOnly),
                           argument,
-                          kPingPongOnly ? "this epilogue program stages a tile input: it runs on pingpong_m128n128 only"
-                                        : "epilogue programs run on pingpong_m128n128 or m128n256");
+                          kPingPongOnly ? "this epilogue program stages a tile input: it runs on pingpong_m128n128 "
+                                          "(or swap_m64n128 at M <= 64) only"
+                                        : "epilogue programs run on pingpong_m128n128, m128n256 or (M <= 64) "
+                                          "swap_m64n128");
   check.throw_if_error();
 }
 
 /// The tile `Program` runs on: `requested`, or (automatic) by K as above.
 template <class Program>
 GemmTile program_tile(const GemmOperand& a, GemmTile requested, const char* function) {
+  const TensorView& v = a.view;
+  const int64_t m = a.major == Major::k ? v.rows() : v.cols();
+  const int64_t k = a.major == Major::k ? v.cols() : v.rows();
   if (requested != GemmTile::automatic) {
     check_program_tile<Program>(requested, "options.tile", function);
+    ArgumentCheck check(function);
+    check.require_supported(requested != GemmTile::swap_m64n128 || m <= kSwappedProgramMaxM, "options.tile",
+                            "swap_m64n128 runs epilogue programs at M <= ", kSwappedProgramMaxM, ", but a has M = ", m);
+    check.throw_if_error();
     return requested;
   }
-  const TensorView& v = a.view;
-  const int64_t k = a.major == Major::k ? v.cols() : v.rows();
+  if (m <= kSwappedProgramMaxM) return GemmTile::swap_m64n128;
   return !StagesAnInput<Program> && k >= kCooperativeProgramMinK ? GemmTile::m128n256 : GemmTile::pingpong_m128n128;
 }
 

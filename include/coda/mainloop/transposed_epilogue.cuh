@@ -8,8 +8,9 @@
 //   // the store epilogue on a swapped tile whose consumers hold 64 kernel rows (src/mainloop/launch.cuh)
 //   using Epilogue = mainloop::Transposed<mainloop::StoreEpilogue<2>, 64>;
 //
-// Epilogue programs do not run on it: they see parts of 128 x 128 (epilogue/parts.hpp), and a
-// swapped consumer holds 64 weight rows x 64 tokens.
+// An epilogue program runs on it when each consumer holds 128 weight rows (epilogue/launch.cuh:
+// SwappedProgramTile): transposed, a part of 64 tokens x 128 features, what a program sees of a
+// 128 x 128 part whose rows past the problem's M are absent (M <= 64: one token tile).
 //
 // The transpose moves 64 kernel columns (64 rows of C) at a time through a buffer of 64 x
 // (Rows + 8) fp32 per consumer: every value is written once and read once, against a mainloop that
@@ -44,7 +45,10 @@ __device__ __forceinline__ TileCoordinates transposed(const TileCoordinates& k) 
 template <class Inner, int KernelRows>
 struct Transposed {
   static_assert(
-      !requires { Inner::kStagedInputBytes; } &&
+      []() {
+        if constexpr (requires { Inner::kStagedInputBytes; }) return Inner::kStagedInputBytes == 0;
+        else return true;
+      }() &&
           !requires(Inner e, const typename Inner::Params& p, const TileCoordinates& t) {
             e.mark(p, TileEvent::mma_begin, t);
           },
