@@ -71,5 +71,26 @@ TEST(SwappedProgramGpu, RefusesASwappedPlanPastOneTokenTile) {
   }
 }
 
+// A plan whose token box does not tile the kernel's 64 token rows would leave each slot's expected
+// bytes unmet and hang the consumers: the launch refuses it, naming the field.
+TEST(SwappedProgramGpu, RefusesATokenBoxThatDoesNotTileTheTokenRows) {
+  CODA_REQUIRE_HOPPER();
+  Case c({37, 264, 64});
+  DeviceTensor& out = c.output(DType::bf16, 37, 132);
+  epilogue::Swiglu program;
+  program.out = device_out(out);
+  epilogue::ProgramPlan plan =
+      epilogue::plan_program<epilogue::Swiglu>({c.x.view(), Major::k}, {c.w.view(), Major::k}, {}, "test");
+  for (int32_t rows : {0, 12, 128}) {
+    plan.main.token_box_rows = rows;
+    try {
+      epilogue::launch_program(plan, program, nullptr);
+      ADD_FAILURE() << "launched with a token box of " << rows << " rows";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("token_box_rows"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace coda::test
