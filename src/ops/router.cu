@@ -7,6 +7,7 @@
 #include "coda/epilogue/parts.hpp"
 #include "op_checks.hpp"
 #include "router_candidates.hpp"
+#include "router_decode.hpp"
 #include "router_select.cuh"
 #include "workspace_carve.hpp"
 
@@ -24,24 +25,39 @@ bool uses_program(int64_t m, const RouterOptions& o) {
          o.scores.data == nullptr;
 }
 
+// Decode batches (router_decode.hpp): one cooperative kernel, unless the GEMM's options ask for
+// coda::gemm (a tile, a split, a CTA cap).
+bool uses_decode(int64_t m, const RouterOptions& o) {
+  const GemmOptions plain{};
+  return m <= router_detail::kDecodeMaxRows && o.gemm.tile == plain.tile && o.gemm.split_k == plain.split_k &&
+         o.gemm.stream_k == plain.stream_k && o.gemm.max_ctas == plain.max_ctas;
+}
+
 // The workspace (carved from `base`; null only counts): the program's partials (candidates, then
-// topk_softmax's lse), or the scores (unless options.scores takes them) and the GEMM's own workspace.
+// topk_softmax's lse), or the decode kernel's split partials (its scores stay in shared memory),
+// or the scores (unless options.scores takes them) and the GEMM's own workspace.
 struct Workspace {
-  bool program;
+  bool program, decode;
   TensorView candidates, lse;  // the program's
   TensorView scores;           // the scores path's
   void* gemm = nullptr;
   std::size_t gemm_bytes = 0;
+  float* split_partials = nullptr;  // the decode kernel's
+  int splits = 0;
   std::size_t bytes = 0;
 
   Workspace(void* base, const TensorView& x, const TensorView& w, const RouterOptions& o)
-      : program(uses_program(x.rows(), o)) {
+      : program(uses_program(x.rows(), o)), decode(!program && uses_decode(x.rows(), o)) {
     const int64_t m = x.rows(), experts = w.rows();
     Carve carve(base);
     if (program) {
       const int64_t parts = epilogue::parts_along(experts);
       candidates = carve.matrix(DType::f32, m, parts * 2 * router_detail::kCandidates);
       if (o.mode == RoutingMode::topk_softmax) lse = carve.matrix(DType::f32, m, parts);
+    } else if (decode) {
+      scores = o.scores;  // empty unless asked for
+      splits = router_detail::decode_splits(experts, x.cols());
+      split_partials = static_cast<float*>(carve.take(std::size_t(splits * m * experts) * sizeof(float)));
     } else {
       const int64_t ld = (experts + 3) / 4 * 4;  // rows 16-byte aligned (TMA stores)
       scores = o.scores.data ? o.scores
@@ -112,6 +128,19 @@ void check_router(ArgumentCheck& check, const TensorView& x, const TensorView& w
   }
 }
 
+// Slots per expert: a histogram in shared memory per block, added to `counts` (zeroed before) by
+// integer atomics (exact, so the order does not matter).
+__global__ void count_experts(const int32_t* ids, int64_t slots, int experts, int32_t* counts) {
+  __shared__ int32_t local[kRouterMaxExperts];
+  for (int e = int(threadIdx.x); e < experts; e += int(blockDim.x)) local[e] = 0;
+  __syncthreads();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < slots; i += int64_t(gridDim.x) * blockDim.x)
+    atomicAdd(&local[ids[i]], 1);
+  __syncthreads();
+  for (int e = int(threadIdx.x); e < experts; e += int(blockDim.x))
+    if (local[e]) atomicAdd(&counts[e], local[e]);
+}
+
 template <int PerLane>
 void launch_selection(const router_detail::SelectArgs& a, int64_t blocks, cudaStream_t stream) {
   router_detail::select_experts<PerLane><<<unsigned(blocks), 32 * router_detail::kWarpsPerBlock, 0, stream>>>(a);
@@ -146,6 +175,9 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
       a.candidates = static_cast<const float*>(ws.candidates.data);
       a.lse_parts = static_cast<const float*>(ws.lse.data);
       a.parts = int(epilogue::parts_along(experts));
+    } else if (ws.decode) {
+      a.scores = static_cast<const float*>(ws.scores.data);  // the scores output, or null
+      a.scores_ld = ws.scores.data ? ws.scores.ld() : 0;
     } else {
       GemmOptions gemm = options.gemm;
       gemm.workspace = ws.gemm;
@@ -166,6 +198,11 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     a.weights = static_cast<float*>(weights.data);
     a.ids = static_cast<int32_t*>(ids.data);
     a.token_expert_indices = static_cast<int32_t*>(options.token_expert_indices.data);
+    if (ws.decode) {
+      router_detail::launch_decode(x, w, ws.split_partials, ws.splits, a,
+                                   static_cast<int32_t*>(options.expert_counts.data), stream);
+      return;
+    }
     const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
     const int candidates = ws.program ? a.parts * router_detail::kCandidates : int(experts);
     switch (router_detail::per_lane_for(candidates)) {
@@ -181,7 +218,7 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
       const int64_t slots = m * options.k;
       const int threads = 256;
       const unsigned count_blocks = unsigned(std::min<int64_t>((slots + 4 * threads - 1) / (4 * threads), 264));
-      router_detail::count_experts<<<count_blocks, threads, 0, stream>>>(a.ids, slots, int(experts), counts);
+      count_experts<<<count_blocks, threads, 0, stream>>>(a.ids, slots, int(experts), counts);
     }
     CODA_CUDA_CHECK(cudaGetLastError());
   });

@@ -1,4 +1,4 @@
-// Internal: the router's selection kernel (coda/ops/router.hpp): one warp per token turns the
+// Internal: the router's selection (coda/ops/router.hpp): one warp per token turns the
 // token's candidates (the GEMM epilogue's per-part top-k lists, or its whole row of scores) into
 // k (weight, expert) slots. Every step runs in a fixed order: the same bits run after run.
 #pragma once
@@ -85,13 +85,9 @@ struct WarpScratch {
   int32_t chosen[kRouterMaxK];     // the filled slots' experts
 };
 
+// Token m's k slots, by one warp: lane j < k writes slot j and returns its expert (-1 on lanes >= k).
 template <int kPerLane>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs a) {
-  __shared__ WarpScratch scratch_of[kWarpsPerBlock];
-  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
-  const int64_t m = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
-  if (m >= a.rows) return;  // the whole warp
-  WarpScratch& s = scratch_of[warp];
+__device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
   const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
 
   // 1. The token's candidates in registers: (selection score, expert), bit i of `live` set for a
@@ -244,24 +240,20 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs
     my_id = e;
     weight = 0.0f;
   }
-  if (lane < a.k) {
-    a.weights[m * a.k + lane] = weight;
-    a.ids[m * a.k + lane] = my_id;
-    if (a.token_expert_indices) a.token_expert_indices[m * a.k + lane] = int32_t(lane * a.rows + m);
-  }
+  if (lane >= a.k) return -1;
+  a.weights[m * a.k + lane] = weight;
+  a.ids[m * a.k + lane] = my_id;
+  if (a.token_expert_indices) a.token_expert_indices[m * a.k + lane] = int32_t(lane * a.rows + m);
+  return my_id;
 }
 
-// Slots per expert: a histogram in shared memory per block, added to `counts` (zeroed before) by
-// integer atomics (exact, so the order does not matter).
-__global__ void count_experts(const int32_t* ids, int64_t slots, int experts, int32_t* counts) {
-  __shared__ int32_t local[kRouterMaxExperts];
-  for (int e = int(threadIdx.x); e < experts; e += int(blockDim.x)) local[e] = 0;
-  __syncthreads();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < slots; i += int64_t(gridDim.x) * blockDim.x)
-    atomicAdd(&local[ids[i]], 1);
-  __syncthreads();
-  for (int e = int(threadIdx.x); e < experts; e += int(blockDim.x))
-    if (local[e]) atomicAdd(&counts[e], local[e]);
+template <int kPerLane>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs a) {
+  __shared__ WarpScratch scratch_of[kWarpsPerBlock];
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  const int64_t m = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (m >= a.rows) return;  // the whole warp
+  select_token<kPerLane>(a, m, scratch_of[warp], lane);
 }
 
 }  // namespace coda::ops::router_detail

@@ -4,9 +4,10 @@
 // first on every tie) and its weights to fp32 rounding. sigmoid_bias ranks sigmoid(s) + bias, which
 // fp32 rounds: two experts within a few ulps may swap, so there the ids must form a valid selection
 // of the fp64 scores up to 1e-6 (order, nothing better left out, only kept groups) and the weights
-// must be the fp64 formula's at the GPU's ids. Both paths (the scores; with fused_selection, the
-// epilogue's candidates where k <= 8, no groups and M >= 65), every mode, E from 1 to 512, k from 1 to 32 and E, NaN
-// rows (a padded batch), the dispatch outputs, and bitwise repeatability with a garbage workspace.
+// must be the fp64 formula's at the GPU's ids. Every path (the decode kernel at M <= 16; the GEMM's
+// scores; with fused_selection, the epilogue's candidates where k <= 8, no groups and M >= 65),
+// every mode, E from 1 to 512, k from 1 to 32 and E, NaN rows (a padded batch), the dispatch
+// outputs, and bitwise repeatability with a garbage workspace.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,27 +36,28 @@ struct Case {
   float scale = 1.0f;
   std::vector<int64_t> nan_rows{};
   bool fused = false;  // options.fused_selection (runs where k <= 8, no groups, M >= 65)
+  DType input = DType::bf16;
+  int split_k = 0;  // options.gemm.split_k: nonzero sends a decode batch through coda::gemm
 };
 
 std::string describe(const Case& c) {
   std::ostringstream s;
   s << "M " << c.m << ", E " << c.experts << ", K " << c.k_dim << ", mode " << int(c.mode) << ", k " << c.k
     << ", renormalize " << c.renormalize << ", bias " << c.bias << ", groups " << c.n_group << "/" << c.topk_group
-    << (c.fused ? ", fused" : "");
+    << (c.fused ? ", fused" : "") << ", " << c.input << (c.split_k ? ", through coda::gemm" : "");
   return s.str();
 }
 
 // Multiples of 1/64 in [-1, 1], a third of them 0: products are multiples of 2^-12 and sums of up to
-// 2^12 of them stay exact in fp32.
+// 2^12 of them stay exact in fp32 (and every value is exact in bf16 and f16).
 void fill_coarse(DeviceTensor& t) {
+  const bool half = t.host.view.dtype == DType::f16;
   for (int64_t r = 0; r < t.host.view.rows(); ++r)
     for (int64_t c = 0; c < t.host.view.cols(); ++c) {
       const int64_t v = uniform_int(-3, 3);
       const float value = v == 0 || std::abs(v) == 3 ? 0.0f : float(v * uniform_int(1, 64)) / 64.0f;
-      uint32_t bits;
-      std::memcpy(&bits, &value, 4);
-      const uint16_t bf16 = uint16_t(bits >> 16);  // exact: at most 7 significant bits
-      std::memcpy(&t.host.bytes[std::size_t((r * t.host.view.ld() + c) * 2)], &bf16, 2);
+      const uint16_t bits = half ? float_to_fp16_bits(value) : float_to_bf16_bits(value);
+      std::memcpy(&t.host.bytes[std::size_t((r * t.host.view.ld() + c) * 2)], &bits, 2);
     }
 }
 
@@ -67,8 +69,8 @@ struct Outputs {
 struct RouterRun {
   DeviceTensor x, w, bias, weights, ids, tei, counts;
   RouterRun(const Case& c)
-      : x(DType::bf16, c.m, c.k_dim),
-        w(DType::bf16, c.experts, c.k_dim),
+      : x(c.input, c.m, c.k_dim),
+        w(c.input, c.experts, c.k_dim),
         bias(DType::f32, 1, c.experts),
         weights(DType::f32, c.m, c.k, c.k),
         ids(DType::i32, c.m, c.k, c.k),
@@ -82,7 +84,7 @@ struct RouterRun {
                   std::size_t(c.k_dim * 2));
     for (int64_t r : c.nan_rows)
       for (int64_t j = 0; j < c.k_dim; ++j) {
-        const uint16_t nan = 0x7FC0;
+        const uint16_t nan = c.input == DType::f16 ? 0x7E00 : 0x7FC0;
         std::memcpy(&x.host.bytes[std::size_t((r * x.host.view.ld() + j) * 2)], &nan, 2);
       }
     x.upload();
@@ -106,7 +108,7 @@ struct RouterRun {
             .expert_counts = counts.vector_view(),
             .scores = {},
             .fused_selection = c.fused,
-            .gemm = {}};
+            .gemm = {.split_k = c.split_k}};
   }
 
   Outputs route(const Case& c, uint64_t seed) {
@@ -306,6 +308,65 @@ TEST(RouterGpu, NaNRowsSelectNoNaN) {
     }
 }
 
+// Decode batches run the cooperative kernel (router_decode.hpp): every M from 1 to 16, every expert
+// count the issue names, K past the last whole 32-wide chunk, k = 1 and k = min(E, 32), f16, grouped
+// selection; and the same batches through coda::gemm when the GEMM's options ask for it.
+TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
+  CODA_REQUIRE_HOPPER();
+  for (int64_t m = 1; m <= 16; ++m)
+    expect_routes_like_the_reference({m, 256, 7168, RoutingMode::topk_softmax, 8, true});
+  for (int64_t experts : {1, 8, 60, 64, 128, 144, 160, 256, 384, 512})
+    for (int64_t m : {1, 7, 16})
+      for (int32_t k : {1, int32_t(std::min<int64_t>(experts, 32))}) {
+        expect_routes_like_the_reference({m, experts, 264, RoutingMode::topk_softmax, k});
+        expect_routes_like_the_reference({m, experts, 8, RoutingMode::softmax_topk, k});
+      }
+  expect_routes_like_the_reference({3, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
+  expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
+  Case f16{5, 160, 264, RoutingMode::topk_softmax, 8, true};
+  f16.input = DType::f16;
+  f16.nan_rows = {2};
+  expect_routes_like_the_reference(f16);
+  for (int64_t m : {1, 16}) {
+    Case through_gemm{m, 256, 1024, RoutingMode::topk_softmax, 8, true};
+    through_gemm.split_k = 1;
+    expect_routes_like_the_reference(through_gemm);
+  }
+}
+
+// The decode kernel is a cooperative launch: it must capture into a CUDA graph (a decode step's
+// usual home) and replay to the eager call's bits.
+TEST(RouterGpu, DecodeBatchReplaysFromACudaGraph) {
+  CODA_REQUIRE_HOPPER();
+  const Case c{4, 256, 7168, RoutingMode::topk_softmax, 8, true};
+  RouterRun run(c);
+  run.x.random(-2, 2).upload();
+  const Outputs eager = run.route(c, 3);
+  const ops::RouterOptions o = run.options(c);
+  DeviceBuffer ws(ops::router_workspace_bytes(run.x.view(), run.w.view(), o));
+  cudaStream_t stream;
+  CODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  CODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  ops::gemm_router(run.x.view(), run.w.view(), run.weights.view(), run.ids.view(), ws.get(), ws.bytes(), stream, o);
+  CODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  run.weights.poison();
+  run.ids.poison();
+  for (int replay = 0; replay < 3; ++replay) CODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> weights(eager.weights.size());
+  std::vector<int32_t> ids(eager.ids.size());
+  run.weights.device.download(weights.data(), weights.size() * 4);
+  run.ids.device.download(ids.data(), ids.size() * 4);
+  EXPECT_EQ(std::memcmp(weights.data(), eager.weights.data(), weights.size() * 4), 0);
+  EXPECT_EQ(ids, eager.ids);
+  CODA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CODA_CUDA_CHECK(cudaGraphDestroy(graph));
+  CODA_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 TEST(RouterGpu, BitwiseRepeatable) {
   CODA_REQUIRE_HOPPER();
   for (int64_t m : {16, 1000}) {
@@ -324,19 +385,21 @@ TEST(RouterGpu, BitwiseRepeatable) {
 
 TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
   CODA_REQUIRE_HOPPER();
-  const Case c{100, 60, 512, RoutingMode::topk_softmax, 4};
-  RouterRun run(c);
-  DeviceTensor scores(DType::f32, c.m, c.experts);
-  scores.poison();
-  ops::RouterOptions o = run.options(c);
-  o.scores = scores.view();
-  DeviceBuffer ws(ops::router_workspace_bytes(run.x.view(), run.w.view(), o));
-  ops::gemm_router(run.x.view(), run.w.view(), run.weights.view(), run.ids.view(), ws.get(), ws.bytes(), nullptr, o);
-  scores.download();
-  const reference::Matrix want = reference::gemm(run.x.host.matrix(), Major::k, run.w.host.matrix(), Major::k);
-  const reference::Matrix got = scores.host.matrix();
-  for (int64_t m = 0; m < c.m; ++m)
-    for (int64_t e = 0; e < c.experts; ++e) ASSERT_EQ(got(m, e), want(m, e)) << m << ", " << e;
+  for (int64_t rows : {5, 100}) {  // the decode kernel's scores, and the GEMM's
+    const Case c{rows, 60, 512, RoutingMode::topk_softmax, 4};
+    RouterRun run(c);
+    DeviceTensor scores(DType::f32, c.m, c.experts);
+    scores.poison();
+    ops::RouterOptions o = run.options(c);
+    o.scores = scores.view();
+    DeviceBuffer ws(ops::router_workspace_bytes(run.x.view(), run.w.view(), o));
+    ops::gemm_router(run.x.view(), run.w.view(), run.weights.view(), run.ids.view(), ws.get(), ws.bytes(), nullptr, o);
+    scores.download();
+    const reference::Matrix want = reference::gemm(run.x.host.matrix(), Major::k, run.w.host.matrix(), Major::k);
+    const reference::Matrix got = scores.host.matrix();
+    for (int64_t m = 0; m < c.m; ++m)
+      for (int64_t e = 0; e < c.experts; ++e) ASSERT_EQ(got(m, e), want(m, e)) << m << ", " << e;
+  }
 }
 
 }  // namespace

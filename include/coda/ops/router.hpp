@@ -33,8 +33,12 @@
 // expert, every slot counted) and scores (M x E, f32: the GEMM's accumulators, for debugging or an
 // auxiliary loss).
 //
-// How it runs: coda::gemm writes the f32 scores (to the workspace, or to options.scores), then a
-// kernel of one warp per token selects from them, the row in registers. With fused_selection (k <= 8,
+// How it runs: at M <= 16 (decode), one cooperative kernel reads the weight over every SM (K split
+// across CTAs, tensor-core dot products), adds the splits' partials in a fixed order after a grid
+// barrier and selects in the same launch (src/ops/router_decode.hpp); options.gemm's tile, split_k,
+// stream_k or max_ctas send a decode batch through coda::gemm instead. Otherwise coda::gemm writes
+// the f32 scores (to the workspace, or to options.scores), then a kernel of one warp per token
+// selects from them, the row in registers. With fused_selection (k <= 8,
 // no groups, M >= 65) the GEMM's epilogue keeps each 128-column part's 8 best candidates per row
 // instead (epilogue/programs/router.hpp) and the same kernel merges those: the scores are never
 // written, but that GEMM runs slower than the selection it saves (docs/performance.md).

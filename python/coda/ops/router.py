@@ -1,5 +1,5 @@
 """The MoE router: scores = x @ w.T reduced to k (weight, expert id) pairs per token, selected on the
-GEMM's fp32 accumulators (the M x E scores are never written at M >= 65 without groups).
+GEMM's fp32 accumulators (at M <= 16 in one kernel; docs/kernels.md, "MoE routing").
 
     weights, ids = coda.route(h, gate.weight, 8, mode="topk_softmax", renormalize=True)      # Mixtral
     weights, ids = coda.route(h, gate.weight, 8, mode="sigmoid_bias", expert_bias=bias, n_group=8,

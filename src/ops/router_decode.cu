@@ -1,0 +1,244 @@
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "coda/core/device.hpp"
+#include "router_decode.hpp"
+
+namespace coda::ops::router_detail {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileExperts = 16;    // mma's M
+constexpr int kChunk = 32;          // K elements a warp takes per step: 16 bytes a lane, two k16 mmas
+constexpr int kChunksInFlight = 4;  // a warp's loads issued before its first mma (4 KB of weight)
+constexpr int kTargetCtas = 132;    // one CTA an SM of an H100: fewer arrivals at the grid barrier
+constexpr int kSplitsAtOnce = 8;    // partials a thread loads before adding them
+
+struct DecodeArgs {
+  const void* x;
+  const void* w;
+  int64_t x_ld, w_ld;
+  int32_t k_dim, chunks, splits, expert_tiles;
+  float* partials;  // splits x M x E
+  int32_t* counts;  // E, or null
+};
+
+// 16 bytes of a row at column `col`, or zeros past its end (rows are 16-byte aligned and K is a
+// multiple of 8: a load lies wholly inside or wholly past). The weight is read once: no L1.
+__device__ __forceinline__ uint4 load_weight(const uint16_t* row, int32_t col, bool inside) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (inside)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(row + col));
+  return v;
+}
+__device__ __forceinline__ uint4 load_tokens(const uint16_t* row, int32_t col, bool inside) {
+  return inside ? __ldg(reinterpret_cast<const uint4*>(row + col)) : make_uint4(0, 0, 0, 0);
+}
+
+// D += A B: A 16 x 16 (row-major), B 16 x 8 (column-major), f32 accumulators.
+template <class Element>
+__device__ __forceinline__ void mma_16x8x16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<Element, __nv_bfloat16>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Phase 1 for one CTA: the scores of its 16 experts over its K range, as the split's partials.
+//
+// Fragments come straight from global memory. mma m16n8k16 gives lane (g = lane / 4, c = lane % 4)
+// rows g and g + 8 of A at k {2c, 2c+1, 2c+8, 2c+9} and column g of B at the same k (PTX ISA,
+// "Matrix Fragments for mma.m16n8k16"). A dot product does not care which memory column plays
+// which k, as long as A and B agree: lane c loads the 16 bytes at columns 8c..8c+7 of a 32-wide
+// chunk (one vector load a row) and feeds columns 8c..8c+3 to the first mma, 8c+4..8c+7 to the
+// second, the same on both operands.
+template <class Element, int kTokenTiles>
+__device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* reduce) {
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  const int g = lane / 4, c = lane % 4;
+  const int tile = int(blockIdx.x) % d.expert_tiles, split = int(blockIdx.x) / d.expert_tiles;
+  const int chunk_begin = int(int64_t(d.chunks) * split / d.splits);
+  const int chunk_end = int(int64_t(d.chunks) * (split + 1) / d.splits);
+  const int e0 = tile * kTileExperts + g, e1 = e0 + 8;
+  const auto* w = static_cast<const uint16_t*>(d.w);
+  const auto* x = static_cast<const uint16_t*>(d.x);
+  const uint16_t* w0 = w + int64_t(std::min(e0, a.experts - 1)) * d.w_ld;
+  const uint16_t* w1 = w + int64_t(std::min(e1, a.experts - 1)) * d.w_ld;
+  const uint16_t* xs[kTokenTiles];
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) xs[t] = x + std::min<int64_t>(t * 8 + g, a.rows - 1) * d.x_ld;
+
+  float acc[kTokenTiles][4] = {};
+  for (int first = chunk_begin + warp; first < chunk_end; first += kWarps * kChunksInFlight) {
+    uint4 lo[kChunksInFlight], hi[kChunksInFlight], tok[kChunksInFlight][kTokenTiles];
+#pragma unroll
+    for (int u = 0; u < kChunksInFlight; ++u) {
+      const int chunk = first + u * kWarps;
+      const int32_t col = chunk * kChunk + 8 * c;
+      const bool inside = chunk < chunk_end && col < d.k_dim;
+      lo[u] = load_weight(w0, col, inside && e0 < a.experts);
+      hi[u] = load_weight(w1, col, inside && e1 < a.experts);
+#pragma unroll
+      for (int t = 0; t < kTokenTiles; ++t) tok[u][t] = load_tokens(xs[t], col, inside && t * 8 + g < a.rows);
+    }
+#pragma unroll
+    for (int u = 0; u < kChunksInFlight; ++u)
+#pragma unroll
+      for (int t = 0; t < kTokenTiles; ++t) {
+        mma_16x8x16<Element>(acc[t], lo[u].x, hi[u].x, lo[u].y, hi[u].y, tok[u][t].x, tok[u][t].y);
+        mma_16x8x16<Element>(acc[t], lo[u].z, hi[u].z, lo[u].w, hi[u].w, tok[u][t].z, tok[u][t].w);
+      }
+  }
+
+  // The warps' sums in warp order: reduce[warp][expert][token], then one (expert, token) a thread.
+  // Accumulator i of lane (g, c) is expert g + 8 (i / 2), token 2c + i % 2 of its column tile.
+  constexpr int kTokens = 8 * kTokenTiles;
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      reduce[(warp * kTileExperts + g + 8 * (i / 2)) * kTokens + t * 8 + 2 * c + i % 2] = acc[t][i];
+  __syncthreads();
+  for (int i = int(threadIdx.x); i < kTileExperts * kTokens; i += kThreads) {
+    const int token = i / kTileExperts, expert = i % kTileExperts;
+    const int e = tile * kTileExperts + expert;
+    if (token >= a.rows || e >= a.experts) continue;
+    float sum = 0.0f;
+    for (int v = 0; v < kWarps; ++v) sum += reduce[(v * kTileExperts + expert) * kTokens + token];
+    d.partials[(int64_t(split) * a.rows + token) * a.experts + e] = sum;
+  }
+}
+
+template <class Element, int kTokenTiles, int kPerLane>
+__global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, SelectArgs a) {
+  __shared__ float reduce[kWarps * kTileExperts * 8 * kTokenTiles];
+  __shared__ float row[kRouterMaxExperts];  // the token's scores, where the selection reads them
+  __shared__ WarpScratch scratch;
+  if (d.counts && blockIdx.x == 0)
+    for (int e = int(threadIdx.x); e < a.experts; e += kThreads) d.counts[e] = 0;
+  partial_scores<Element, kTokenTiles>(d, a, reduce);
+  cooperative_groups::this_grid().sync();  // every split's partials written and visible
+
+  float* scores_out = const_cast<float*>(a.scores);  // options.scores, or null
+  SelectArgs select = a;
+  select.scores = row;
+  select.scores_ld = 0;  // select_token reads row m at scores + m * ld: always `row`
+  for (int64_t m = blockIdx.x; m < a.rows; m += gridDim.x) {
+    for (int e = int(threadIdx.x); e < a.experts; e += kThreads) {
+      // Split order, kSplitsAtOnce loads in flight (one L2 round trip each, not one per split).
+      float sum = 0.0f;
+      for (int first = 0; first < d.splits; first += kSplitsAtOnce) {
+        float part[kSplitsAtOnce];
+#pragma unroll
+        for (int j = 0; j < kSplitsAtOnce; ++j)
+          part[j] =
+              first + j < d.splits ? __ldcg(&d.partials[(int64_t(first + j) * a.rows + m) * a.experts + e]) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < kSplitsAtOnce; ++j)
+          if (first + j < d.splits) sum = first + j == 0 ? part[j] : sum + part[j];
+      }
+      row[e] = sum;
+      if (scores_out) scores_out[m * a.scores_ld + e] = sum;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      const int32_t id = select_token<kPerLane>(select, m, scratch, int(threadIdx.x));
+      if (d.counts && id >= 0) atomicAdd(&d.counts[id], 1);  // integers: exact in any order
+    }
+    __syncthreads();
+  }
+}
+
+template <class Element, int kTokenTiles, int kPerLane>
+void launch(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
+  auto* kernel = &route_decode<Element, kTokenTiles, kPerLane>;
+  static PerDevice<int> resident;  // CTAs of this kernel an SM holds at once
+  const int per_sm = resident.get([&](int) {
+    int blocks = 0;
+    CODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0));
+    return blocks;
+  });
+  DecodeArgs args = d;
+  // The cooperative grid must be resident at once: fewer splits on a smaller GPU.
+  const int most = std::max(1, per_sm * current_device().sm_count / d.expert_tiles);
+  args.splits = std::min(d.splits, most);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(args.expert_tiles * args.splits));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  CODA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args, a));
+}
+
+template <class Element, int kTokenTiles>
+void launch_for_lanes(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
+  switch (per_lane_for(a.experts)) {
+    case 1:
+      launch<Element, kTokenTiles, 1>(d, a, stream);
+      break;
+    case 2:
+      launch<Element, kTokenTiles, 2>(d, a, stream);
+      break;
+    case 4:
+      launch<Element, kTokenTiles, 4>(d, a, stream);
+      break;
+    case 8:
+      launch<Element, kTokenTiles, 8>(d, a, stream);
+      break;
+    default:
+      launch<Element, kTokenTiles, kMaxPerLane>(d, a, stream);
+      break;
+  }
+}
+
+template <class Element>
+void launch_for_tokens(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
+  if (a.rows <= 8) launch_for_lanes<Element, 1>(d, a, stream);
+  else launch_for_lanes<Element, 2>(d, a, stream);
+}
+
+}  // namespace
+
+int decode_splits(int64_t experts, int64_t k_dim) {
+  const int64_t tiles = (experts + kTileExperts - 1) / kTileExperts;
+  const int64_t chunks = (k_dim + kChunk - 1) / kChunk;
+  return int(std::max<int64_t>(1, std::min(kTargetCtas / tiles, chunks / kWarps)));
+}
+
+void launch_decode(const TensorView& x, const TensorView& w, float* partials, int splits, SelectArgs a, int32_t* counts,
+                   cudaStream_t stream) {
+  DecodeArgs d{.x = x.data,
+               .w = w.data,
+               .x_ld = x.ld(),
+               .w_ld = w.ld(),
+               .k_dim = int32_t(x.cols()),
+               .chunks = int32_t((x.cols() + kChunk - 1) / kChunk),
+               .splits = splits,
+               .expert_tiles = int32_t((a.experts + kTileExperts - 1) / kTileExperts),
+               .partials = partials,
+               .counts = counts};
+  if (x.dtype == DType::bf16) launch_for_tokens<__nv_bfloat16>(d, a, stream);
+  else launch_for_tokens<__half>(d, a, stream);
+}
+
+}  // namespace coda::ops::router_detail
