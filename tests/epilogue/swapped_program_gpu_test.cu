@@ -81,7 +81,7 @@ TEST(SwappedProgramGpu, RefusesATokenBoxThatDoesNotTileTheTokenRows) {
   program.out = device_out(out);
   epilogue::ProgramPlan plan =
       epilogue::plan_program<epilogue::Swiglu>({c.x.view(), Major::k}, {c.w.view(), Major::k}, {}, "test");
-  for (int32_t rows : {0, 12, 128}) {
+  for (int32_t rows : {0, 12, 24, 128}) {  // 24 neither divides 64 nor holds 37 rows
     plan.main.token_box_rows = rows;
     try {
       epilogue::launch_program(plan, program, nullptr);

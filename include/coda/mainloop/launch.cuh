@@ -55,14 +55,17 @@ void launch_kernel(const LaunchPlan& plan, const KernelParams<typename Epilogue:
     throw InvalidArgument("coda::mainloop::launch_kernel",
                           plan.swap_ab ? "argument 'plan': is for a swapped tile (C^T = B A^T) but the kernel is not"
                                        : "argument 'plan': is for an unswapped tile but the kernel is swapped");
-  // The producer loads B in boxes of token_box_rows rows that must tile the kernel's B rows
-  // exactly: any other count leaves a slot's expected bytes unmet and the consumers wait forever.
-  if (plan.token_box_rows <= 0 || plan.token_box_rows > Config::kRowsLoadedB ||
-      Config::kRowsLoadedB % plan.token_box_rows != 0 || plan.token_box_rows % 8 != 0)
+  // The producer loads B's rows in boxes of token_box_rows: whole boxes must fill the tile's B rows
+  // exactly, or one box must hold every B row of the problem (a swapped tile's M < 64 tokens). Any
+  // other count leaves a slot's expected bytes unmet, and the consumers would wait forever.
+  const int32_t box = plan.token_box_rows;
+  const int64_t b_rows = plan.swap_ab ? plan.m : plan.n;  // the kernel's B: C's B, or A when swapped
+  if (box <= 0 || box % 8 != 0 || box > Config::kRowsLoadedB || (Config::kRowsLoadedB % box != 0 && box < b_rows))
     throw InvalidArgument("coda::mainloop::launch_kernel",
-                          "argument 'plan': token_box_rows must be a positive multiple of 8 dividing the tile's " +
-                              std::to_string(Config::kRowsLoadedB) + " B rows (got " +
-                              std::to_string(plan.token_box_rows) + ")");
+                          "argument 'plan': token_box_rows is " + std::to_string(box) +
+                              " but must be a multiple of 8 that divides the tile's " +
+                              std::to_string(Config::kRowsLoadedB) + " B rows or holds all " +
+                              std::to_string(b_rows) + " of them");
   auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
   constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
   static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
