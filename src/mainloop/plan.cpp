@@ -33,7 +33,7 @@ std::string_view name(GemmTile tile) {
 namespace mainloop {
 namespace {
 
-static_assert(int(GemmTile::swap_m64n64) == ShippedTiles::kSize,
+static_assert(int(GemmTile::swap_m128n64) == ShippedTiles::kSize,
               "every GemmTile but automatic has a row in ShippedTiles (tiles.hpp)");
 
 // What the planner needs to know of a tile, from its row of ShippedTiles.
@@ -77,14 +77,20 @@ constexpr int64_t kSwappedMaxM = 128;
 // where a CTA keeps its ring's weight bytes in flight for kLoadedLatency (Little's law: 32 whole
 // 128 x 4096 tiles of swap_m64n128, six 16 KB slots, reached 1.9 TB/s, 60 GB/s a CTA) and the units
 // of different token tiles share the weight's DRAM bytes through L2. Units run in rounds of the
-// resident CTAs (a persistent grid deals them out in order). A plan in several K segments pays
-// kSegmentsCost once (clearing the arrival counters, publishing and adding the partials: 4096 x
-// 16384 split 4 took 59 us for 48 us of streaming; 4096 x 4096 split 4 24.8 us against 17.6 us
-// whole). The model puts 12288 x 4096 on 96 CTAs of swap_m64n128 at 36 us (measured 37) and
-// 28672 x 4096 in two rounds of it at 84 (measured 84).
-constexpr double kLoadedLatency = 1.6e-6;  // s
-constexpr double kCopyBandwidth = 2.8e12;  // bytes / s
-constexpr double kSegmentsCost = 11e-6;    // s
+// resident CTAs (a persistent grid deals them out in order). A plan in K segments pays
+// kSegmentsBase once (the counters' memset before the kernel, the arrivals) and per segment
+// kSegmentCost plus kSegmentTokenCost a token of the tile (each segment's partial published, then
+// read back by the last one). Fitted to split 2, 4, 8, 32 of swap_m64n64 (H100, the whole time less
+// the streaming): 1 x 8 x 4096 5.3 + 1.1 s us, 16 x 256 x 7168 5 + 2.3 s, 128 x 128 x 4096 5 +
+// 5.1 s. So K is split only where a CTA's stream of a long K is much slower than the copy
+// bandwidth; every split of those three and of 1 x 4096 x 4096 measured slower than none. The
+// model puts 12288 x 4096 on 96 CTAs of swap_m64n128 at 36 us (measured 37) and 28672 x 4096 in two
+// rounds of it at 84 (measured 84).
+constexpr double kLoadedLatency = 1.6e-6;      // s
+constexpr double kCopyBandwidth = 2.8e12;      // bytes / s
+constexpr double kSegmentsBase = 5e-6;         // s
+constexpr double kSegmentCost = 1.1e-6;        // s
+constexpr double kSegmentTokenCost = 0.03e-6;  // s
 
 struct SwappedPlan {
   int split = 1;
@@ -98,6 +104,7 @@ struct SwappedPlan {
 SwappedPlan swapped_plan(const Problem& q, const TileFacts& f, int64_t ctas, bool can_split) {
   const int64_t weight_tiles = ceil_div(q.m, f.block_m) * q.batch;
   const int64_t token_tiles = ceil_div(q.n, f.block_n);
+  const int64_t tokens = std::min<int64_t>(q.n, f.block_n);  // of a (full) token tile
   const int64_t k_blocks = ceil_div(q.k, 64);
   const double tile_bytes = double(f.block_m) * double(q.k) * double(size_of(q.input));
   const double per_cta = double(f.stages) * f.block_m * 128 / kLoadedLatency;
@@ -107,7 +114,8 @@ SwappedPlan swapped_plan(const Problem& q, const TileFacts& f, int64_t ctas, boo
     auto round = [&](int64_t running) {
       return tile_bytes / double(split) / std::min(per_cta, kCopyBandwidth * double(token_tiles) / double(running));
     };
-    SwappedPlan out{int(split), split > 1 ? kSegmentsCost : 0.0, ceil_div(units, ctas), std::min(units, ctas)};
+    const double segments = kSegmentsBase + double(split) * (kSegmentCost + kSegmentTokenCost * double(tokens));
+    SwappedPlan out{int(split), split > 1 ? segments : 0.0, ceil_div(units, ctas), std::min(units, ctas)};
     out.seconds += double(units / ctas) * round(ctas) + (units % ctas ? round(units % ctas) : 0.0);
     return out;
   };
