@@ -67,7 +67,8 @@ enum class GemmTile : uint8_t {
   // Small M (the heuristic's choice at M <= 128): computed transposed, C^T = B A^T, the weight on
   // wgmma's 64-row side and up to 64 tokens on its N side; 64 x 128 tiles of C.
   swap_m64n128,
-  swap_m64n64,  // the same, 64 x 64 tiles of C (ping-pong): for weights of few rows
+  swap_m64n64,   // the same, 64 x 64 tiles of C (ping-pong): for weights of few rows
+  swap_m128n64,  // the same, 128 tokens x 64 features (ping-pong): M = 65-128 reads the weight once
 };
 
 CODA_API std::string_view name(GemmTile tile);

@@ -66,17 +66,21 @@ Problem kernel_problem(Problem p, const TileFacts& f) {
 }
 
 // The swapped tiles (tiles.hpp) take products of up to this many rows of A (tokens): there the
-// weight's bytes bound the product. At M = 65-128 (two token tiles, the weight read from L2 the
-// second time) they measured faster than the unswapped tiles on 6 of the decode set's 8 shapes
-// (out 4096 x 4096: 0.945 of cuBLAS against 0.592; H100, docs/performance.md).
+// weight's bytes bound the product. At M = 65-128 (two token tiles of 64, or one of swap_m128n64)
+// they measured faster than the unswapped tiles on 6 of the decode set's 8 shapes (out 4096 x
+// 4096: 0.945 of cuBLAS against 0.592; H100, docs/performance.md).
 constexpr int64_t kSwappedMaxM = 128;
+// swap_m128n64 (128 tokens a tile) competes from this M: below, its token box is mostly empty.
+constexpr int64_t kWideTokenTileMinM = 65;
 
 // A model of a swapped plan's time (H100, `coda bench gemm --set decode`): each work unit (a weight
 // tile of block_m rows, a token tile, a K segment) streams its weight bytes at
 //   min(its CTA's rate, the copy bandwidth shared by the units running at once),
 // where a CTA keeps its ring's weight bytes in flight for kLoadedLatency (Little's law: 32 whole
 // 128 x 4096 tiles of swap_m64n128, six 16 KB slots, reached 1.9 TB/s, 60 GB/s a CTA) and the units
-// of different token tiles share the weight's DRAM bytes through L2. Units run in rounds of the
+// of different token tiles share the weight's DRAM bytes through L2, a fraction kL2Reuse of the
+// time (fitted: 128 x 28672 x 4096 on swap_m64n64, 896 units, took 100 us, 0.67; the model then
+// gives 100.5 there, and 43.0 for 128 x 12288 x 4096, measured 43.9). Units run in rounds of the
 // resident CTAs (a persistent grid deals them out in order). A plan in K segments pays
 // kSegmentsBase once (the counters' memset before the kernel, the arrivals) and per segment
 // kSegmentCost plus kSegmentTokenCost a token of the tile (each segment's partial published, then
@@ -86,8 +90,9 @@ constexpr int64_t kSwappedMaxM = 128;
 // bandwidth; every split of those three and of 1 x 4096 x 4096 measured slower than none. The
 // model puts 12288 x 4096 on 96 CTAs of swap_m64n128 at 36 us (measured 37) and 28672 x 4096 in two
 // rounds of it at 84 (measured 84).
-constexpr double kLoadedLatency = 1.6e-6;      // s
-constexpr double kCopyBandwidth = 2.8e12;      // bytes / s
+constexpr double kLoadedLatency = 1.6e-6;  // s
+constexpr double kCopyBandwidth = 2.8e12;  // bytes / s
+constexpr double kL2Reuse = 0.67;
 constexpr double kSegmentsBase = 5e-6;         // s
 constexpr double kSegmentCost = 1.1e-6;        // s
 constexpr double kSegmentTokenCost = 0.03e-6;  // s
@@ -112,7 +117,8 @@ SwappedPlan swapped_plan(const Problem& q, const TileFacts& f, int64_t ctas, boo
     const int64_t units = weight_tiles * token_tiles * split;
     // A round of `running` units: each streams its share of a weight tile at the rate above.
     auto round = [&](int64_t running) {
-      return tile_bytes / double(split) / std::min(per_cta, kCopyBandwidth * double(token_tiles) / double(running));
+      const double shared = kCopyBandwidth * (1.0 + kL2Reuse * double(token_tiles - 1));
+      return tile_bytes / double(split) / std::min(per_cta, shared / double(running));
     };
     const double segments = kSegmentsBase + double(split) * (kSegmentCost + kSegmentTokenCost * double(tokens));
     SwappedPlan out{int(split), split > 1 ? segments : 0.0, ceil_div(units, ctas), std::min(units, ctas)};
@@ -251,7 +257,8 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
       // it cannot tell them apart. From 129 tokens the planner's estimate below.
       const bool can_split = options.workspace != nullptr && options.split_k == 0;
       SwappedPlan best;
-      for (GemmTile t : {GemmTile::swap_m64n128, GemmTile::swap_m64n64}) {
+      for (GemmTile t : {GemmTile::swap_m64n128, GemmTile::swap_m64n64, GemmTile::swap_m128n64}) {
+        if (t == GemmTile::swap_m128n64 && p.m < kWideTokenTileMinM) continue;
         const TileFacts f = facts(t);
         const SwappedPlan next = swapped_plan(kernel_problem(p, f), f, allowed_ctas(t, f, options), can_split);
         if (out.tile == GemmTile::automatic || swapped_plan_better(next, best)) {

@@ -3,6 +3,7 @@
 // and bitwise determinism. Outputs are poisoned (NaN) before each run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "support/gemm_case.hpp"
@@ -12,11 +13,13 @@
 namespace coda::test {
 namespace {
 
-constexpr GemmTile kTiles[] = {GemmTile::m128n256,   GemmTile::m256n128,          GemmTile::m128n128,
-                               GemmTile::m64n256,    GemmTile::pingpong_m128n128, GemmTile::swap_m64n128,
-                               GemmTile::swap_m64n64};
-constexpr GemmTile kSwappedTiles[] = {GemmTile::swap_m64n128, GemmTile::swap_m64n64};
-bool swapped(GemmTile t) { return t == GemmTile::swap_m64n128 || t == GemmTile::swap_m64n64; }
+constexpr GemmTile kTiles[] = {GemmTile::m128n256,    GemmTile::m256n128,          GemmTile::m128n128,
+                               GemmTile::m64n256,     GemmTile::pingpong_m128n128, GemmTile::swap_m64n128,
+                               GemmTile::swap_m64n64, GemmTile::swap_m128n64};
+constexpr GemmTile kSwappedTiles[] = {GemmTile::swap_m64n128, GemmTile::swap_m64n64, GemmTile::swap_m128n64};
+bool swapped(GemmTile t) {
+  return std::find(std::begin(kSwappedTiles), std::end(kSwappedTiles), t) != std::end(kSwappedTiles);
+}
 constexpr Major kMajors[] = {Major::k, Major::mn};
 
 void expect_correct(const GemmCase& c) {
@@ -209,6 +212,18 @@ TEST(Gemm, HeuristicSwapsDecodeShapes) {
   GemmCase c;
   c.m = 129, c.n = 4096, c.k = 4096;
   EXPECT_FALSE(swapped(run_gemm_case(c).plan.tile)) << "the swapped tiles serve M <= 128";
+
+  // 65-128 tokens: one tile of 128 (each weight tile read once) where the weight has the tiles to
+  // fill the GPU, two of 64 where it has few (planned only: no memory is touched).
+  auto tile_for = [](int64_t m, int64_t n, int64_t k) {
+    void* any = reinterpret_cast<void*>(uintptr_t(4096));
+    const TensorView a = TensorView::matrix(any, DType::bf16, m, k), w = TensorView::matrix(any, DType::bf16, n, k);
+    return plan_gemm({a, Major::k}, {w, Major::k}, TensorView::matrix(any, DType::bf16, m, n)).tile;
+  };
+  EXPECT_EQ(tile_for(128, 28672, 4096), GemmTile::swap_m128n64);
+  EXPECT_EQ(tile_for(100, 57344, 8192), GemmTile::swap_m128n64);
+  EXPECT_EQ(tile_for(128, 4096, 4096), GemmTile::swap_m64n64);
+  EXPECT_NE(tile_for(64, 28672, 4096), GemmTile::swap_m128n64);
 }
 
 // The swapped tile at every M from 1 to 128 (the tokens on wgmma's N side, clipped in the store and

@@ -112,7 +112,10 @@ using ShippedTiles = TileList<
     ShippedTile<GemmTile::swap_m64n128, TileConfig<128, 64, 64, 64, 6, 1, 1, 2, true>, 50>,
     // small M, swapped, ping-pong: 64 weight rows x 64 tokens a tile, twice the tiles of
     // swap_m64n128 for a weight of few rows; 16 KB slots, 9 deep: 72 KB of weight in flight per SM
-    ShippedTile<GemmTile::swap_m64n64, TileConfig<64, 64, 64, 64, 9, 1, 1, 2, true>, 50>>;
+    ShippedTile<GemmTile::swap_m64n64, TileConfig<64, 64, 64, 64, 9, 1, 1, 2, true>, 50>,
+    // small M, swapped, ping-pong, 128 tokens: 64 weight rows x 128 tokens a tile, so M = 65-128
+    // reads each weight tile once (not once per 64-token tile); 24 KB slots (8 KB of weight), 6 deep
+    ShippedTile<GemmTile::swap_m128n64, TileConfig<64, 128, 64, 128, 6, 1, 1, 2, true>, 50>>;
 
 namespace detail {
 template <GemmTile Id, class List>
