@@ -205,13 +205,7 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     }
     const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
     const int candidates = ws.program ? a.parts * router_detail::kCandidates : int(experts);
-    switch (router_detail::per_lane_for(candidates)) {
-      case 1: launch_selection<1>(a, blocks, stream); break;
-      case 2: launch_selection<2>(a, blocks, stream); break;
-      case 4: launch_selection<4>(a, blocks, stream); break;
-      case 8: launch_selection<8>(a, blocks, stream); break;
-      default: launch_selection<router_detail::kMaxPerLane>(a, blocks, stream); break;
-    }
+    router_detail::with_per_lane(candidates, [&]<int kPerLane>() { launch_selection<kPerLane>(a, blocks, stream); });
     if (options.expert_counts.data) {
       int32_t* counts = static_cast<int32_t*>(options.expert_counts.data);
       CODA_CUDA_CHECK(cudaMemsetAsync(counts, 0, std::size_t(experts) * sizeof(int32_t), stream));

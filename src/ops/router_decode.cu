@@ -190,31 +190,12 @@ void launch(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
   CODA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args, a));
 }
 
-template <class Element, int kTokenTiles>
-void launch_for_lanes(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
-  switch (per_lane_for(a.experts)) {
-    case 1:
-      launch<Element, kTokenTiles, 1>(d, a, stream);
-      break;
-    case 2:
-      launch<Element, kTokenTiles, 2>(d, a, stream);
-      break;
-    case 4:
-      launch<Element, kTokenTiles, 4>(d, a, stream);
-      break;
-    case 8:
-      launch<Element, kTokenTiles, 8>(d, a, stream);
-      break;
-    default:
-      launch<Element, kTokenTiles, kMaxPerLane>(d, a, stream);
-      break;
-  }
-}
-
 template <class Element>
 void launch_for_tokens(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
-  if (a.rows <= 8) launch_for_lanes<Element, 1>(d, a, stream);
-  else launch_for_lanes<Element, 2>(d, a, stream);
+  with_per_lane(a.experts, [&]<int kPerLane>() {
+    if (a.rows <= 8) launch<Element, 1, kPerLane>(d, a, stream);
+    else launch<Element, 2, kPerLane>(d, a, stream);
+  });
 }
 
 }  // namespace

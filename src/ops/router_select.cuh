@@ -23,6 +23,24 @@ inline int per_lane_for(int candidates) {
   while (32 * per_lane < candidates) per_lane *= 2;
   return per_lane;
 }
+
+/// f.template operator()<kPerLane>() for the kernels' per-lane count that holds `candidates`.
+template <class F>
+void with_per_lane(int candidates, F&& f) {
+  switch (per_lane_for(candidates)) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 4:
+      return f.template operator()<4>();
+    case 8:
+      return f.template operator()<8>();
+    default:
+      return f.template operator()<kMaxPerLane>();
+  }
+}
+
 inline constexpr int kMaxGroups = 256;      // n_group: at least two experts per group
 
 struct SelectArgs {

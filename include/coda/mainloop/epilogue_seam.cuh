@@ -96,4 +96,17 @@ concept SeamEpilogue =
      requires(E e, const typename E::Params& params, typename E::SharedStorage& shared, const TileCoordinates& coords,
               uint64_t* landed) { e.fetch_input(params, shared, coords, landed); });
 
+/// Whether the epilogue stages a tile input in shared memory (fetch_input() above).
+template <class Epilogue>
+constexpr bool kStagesInput = [] {
+  if constexpr (requires { Epilogue::kStagedInputBytes; }) return Epilogue::kStagedInputBytes > 0;
+  else return false;
+}();
+
+/// Whether the epilogue listens to a tile's moments (mark() above).
+template <class Epilogue>
+constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Params& p, const TileCoordinates& t) {
+  e.mark(p, TileEvent::mma_begin, t);
+};
+
 }  // namespace coda::mainloop

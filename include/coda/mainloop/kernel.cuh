@@ -197,19 +197,6 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
   return true;
 }
 
-/// Whether the epilogue stages a tile input in shared memory (epilogue_seam.cuh: fetch_input()).
-template <class Epilogue>
-constexpr bool kStagesInput = [] {
-  if constexpr (requires { Epilogue::kStagedInputBytes; }) return Epilogue::kStagedInputBytes > 0;
-  else return false;
-}();
-
-/// Whether the epilogue listens to a tile's moments (epilogue_seam.cuh: mark()).
-template <class Epilogue>
-constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Params& p, const TileCoordinates& t) {
-  e.mark(p, TileEvent::mma_begin, t);
-};
-
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     gemm_kernel(const __grid_constant__ KernelParams<typename Epilogue::Params> p) {

@@ -44,15 +44,8 @@ __device__ __forceinline__ TileCoordinates transposed(const TileCoordinates& k) 
 
 template <class Inner, int KernelRows>
 struct Transposed {
-  static_assert(
-      []() {
-        if constexpr (requires { Inner::kStagedInputBytes; }) return Inner::kStagedInputBytes == 0;
-        else return true;
-      }() &&
-          !requires(Inner e, const typename Inner::Params& p, const TileCoordinates& t) {
-            e.mark(p, TileEvent::mma_begin, t);
-          },
-      "Transposed forwards prepare, write and finish only (no staged input, no marks)");
+  static_assert(!kStagesInput<Inner> && !kMarksTiles<Inner>,
+                "Transposed forwards prepare, write and finish only (no staged input, no marks)");
   using Params = typename Inner::Params;
   static constexpr int kPitch = KernelRows + 8;  // floats per buffered row of C
 
