@@ -102,6 +102,28 @@ CODA_C_API coda_status coda_gemm_plan(const coda_tensor* a, coda_major a_major, 
                                       coda_major b_major, const coda_tensor* c, size_t workspace_bytes,
                                       coda_gemm_plan_info* plan);
 
+/* coda_gemm validated and planned once for these shapes, strides, majors and dtypes, then run on new
+ * addresses at the host cost of a launch (coda/prepared_gemm.hpp: what an eager framework call
+ * repeats). coda_gemm_prepare checks a, b and c as coda_gemm does (their data pointers too, but
+ * keeps none), plans for a workspace of `workspace_bytes` (its address plays no part) and writes
+ * the plan to *plan when plan is not NULL. A run's tensors must have the prepared shapes, strides
+ * and dtypes; their addresses non-null and 16-byte aligned; `workspace` (plan->workspace_bytes, any
+ * contents) when the plan splits K; the device current at preparation. Same bits as coda_gemm.
+ *
+ *   coda_gemm_prepared* g = NULL;
+ *   coda_gemm_prepare(&x, CODA_K_MAJOR, &w, CODA_K_MAJOR, &y, 0, &g, NULL);
+ *   coda_gemm_prepared_run(g, x_ptr, w_ptr, y_ptr, NULL, stream);   (as often as needed)
+ *   coda_gemm_prepared_destroy(g);
+ */
+typedef struct coda_gemm_prepared coda_gemm_prepared;
+CODA_C_API coda_status coda_gemm_prepare(const coda_tensor* a, coda_major a_major, const coda_tensor* b,
+                                         coda_major b_major, const coda_tensor* c, size_t workspace_bytes,
+                                         coda_gemm_prepared** prepared, coda_gemm_plan_info* plan);
+CODA_C_API coda_status coda_gemm_prepared_run(const coda_gemm_prepared* prepared, const void* a, const void* b, void* c,
+                                              void* workspace, void* stream);
+/* Frees what coda_gemm_prepare made (NULL: nothing). */
+CODA_C_API void coda_gemm_prepared_destroy(coda_gemm_prepared* prepared);
+
 /* ---- fused ops (the coda/ops headers): a GEMM X W^T with its epilogue. Tensors are device memory;
  * vectors are rank 1. Optional tensors may be NULL. x, w and the tile outputs share one dtype
  * (CODA_BF16 or CODA_F16); all operands are K-major. */

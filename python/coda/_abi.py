@@ -56,6 +56,8 @@ SIGNATURES = {  # every function returning a coda_status: its argument types
     "coda_gemm": [_p, ctypes.c_int, _p, ctypes.c_int, _p, _p, _size, _p],
     "coda_gemm_workspace_bytes": [_p, ctypes.c_int, _p, ctypes.c_int, _p, _p],
     "coda_gemm_plan": [_p, ctypes.c_int, _p, ctypes.c_int, _p, _size, _p],
+    "coda_gemm_prepare": [_p, ctypes.c_int, _p, ctypes.c_int, _p, _size, _p, _p],
+    "coda_gemm_prepared_run": [_p, _p, _p, _p, _p, _p],
     "coda_gemm_swiglu": [_p, _p, _p, _p, _p, _p],
     "coda_gemm_rope": [_p, _p, _p, _p, _p, _i32, _i32, _p, _p, _p],
     "coda_residual_rmsnorm_workspace_bytes": [_i64, _i64, _p],
@@ -87,6 +89,7 @@ def load(path):
     for name, restype in (("coda_version", ctypes.c_char_p), ("coda_last_error", ctypes.c_char_p),
                           ("coda_status_name", ctypes.c_char_p), ("coda_device_count", ctypes.c_int32)):
         getattr(lib, name).restype = restype
+    lib.coda_gemm_prepared_destroy.argtypes, lib.coda_gemm_prepared_destroy.restype = [ctypes.c_void_p], None
     for name, argtypes in SIGNATURES.items():
         function = getattr(lib, name)
         function.argtypes, function.restype = argtypes, ctypes.c_int

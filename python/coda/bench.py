@@ -161,25 +161,29 @@ def bench_llama(rows, compile_patched=True):
 def host_overhead(m=16, k=1024, n=1024, calls=100, rounds=31):
     """Host microseconds per eager call, the GPU held busy so that only the CPU side is timed: torch's
     calls, coda's (the eager path, the custom op through torch's dispatcher, the op with autograd), and
-    libcoda's coda_gemm alone through ctypes."""
+    libcoda alone through ctypes: coda_gemm, and the prepared run the eager path calls."""
     from coda import _library
     from coda.ops.matmul import _check, _Plan
     a, b = torch.randn(m, k, device="cuda", dtype=BF16), torch.randn(n, k, device="cuda", dtype=BF16)
     bt, b_grad = b.t(), b.clone().requires_grad_(True)
     plan = _Plan(a, b, _check(a, b))
     out = torch.empty(m, n, device="cuda", dtype=BF16)
-    plan.a.data, plan.b.data, plan.c.data = a.data_ptr(), b.data_ptr(), out.data_ptr()
+    structs = tuple(_library.ctypes.byref(_library.struct(t)) for t in (a, b, out))
     stream = torch.cuda.current_stream().cuda_stream
 
     def libcoda_alone():
-        _library.lib.coda_gemm(plan.args[0], plan.a_major, plan.args[1], plan.b_major, plan.args[2], None, 0, stream)
+        _library.lib.coda_gemm(structs[0], _library.K_MAJOR, structs[1], _library.K_MAJOR, structs[2], None, 0, stream)
+
+    def libcoda_prepared():
+        _library.lib.coda_gemm_prepared_run(plan.handle, a.data_ptr(), b.data_ptr(), out.data_ptr(), None, stream)
 
     variants = (("torch.mm", lambda: torch.mm(a, bt)), ("coda.mm", lambda: coda.mm(a, bt)),
                 ("F.linear", lambda: F.linear(a, b)), ("coda.linear", lambda: coda.linear(a, b)),
                 ("torch.ops.coda.linear", lambda: torch.ops.coda.linear(a, b)),
                 ("F.linear, weight requires grad", lambda: F.linear(a, b_grad)),
                 ("coda.linear, weight requires grad", lambda: coda.linear(a, b_grad)),
-                ("libcoda coda_gemm alone (ctypes)", libcoda_alone))
+                ("libcoda coda_gemm alone (ctypes)", libcoda_alone),
+                ("libcoda coda_gemm_prepared_run (ctypes)", libcoda_prepared))
     samples = {label: [] for label, _ in variants}
     for _, call in variants:
         for _ in range(20):

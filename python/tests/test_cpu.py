@@ -265,7 +265,7 @@ class _StubLibrary:
     succeed (a size query answers 256 bytes): the ops' Python glue runs end to end without a GPU."""
 
     def __init__(self, real):
-        self.real, self.calls = real, []
+        self.real, self.calls, self.arguments = real, [], []
 
     def __getattr__(self, name):
         real = getattr(self.real, name)
@@ -275,6 +275,7 @@ class _StubLibrary:
         def stub(*args):
             assert len(args) == len(L.SIGNATURES[name]), (name, len(args))
             self.calls.append(name)
+            self.arguments.append(args)
             if name.endswith("_bytes"):
                 args[-1]._obj.value = 256
             return L.OK
@@ -375,8 +376,9 @@ def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libco
 
 
 def test_eager_plan_cache_against_the_stub(stub_libcoda, monkeypatch):
-    """coda.linear's eager path (no dispatcher, plans cached per shape) on CPU tensors with libcoda stubbed:
-    a plan is kept only for operands read in place; overlapping or misaligned ones take the copying path."""
+    """coda.linear's eager path (no dispatcher, plans prepared in libcoda once per shape) on CPU tensors with
+    libcoda stubbed: a plan is kept only for operands read in place, and a call passes their addresses;
+    overlapping or misaligned ones take the copying path. coda.mm's path reads the (K, N) weight in place."""
     from coda.ops import matmul
     monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: -1)  # a CPU tensor's get_device()
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0)
@@ -385,11 +387,17 @@ def test_eager_plan_cache_against_the_stub(stub_libcoda, monkeypatch):
     for _ in range(2):
         assert matmul._linear_eager(x, w).shape == (16, 32)
     assert [bool(plan) and plan.in_place for plan in matmul._plans.by_key.values()] == [True]
-    plan = next(iter(matmul._plans.by_key.values()))
-    assert (plan.a.data, plan.b.data) == (x.data_ptr(), w.data_ptr())
+    assert stub_libcoda.calls.count("coda_gemm_prepare") == 1
+    assert stub_libcoda.calls[-1] == "coda_gemm_prepared_run"
+    assert stub_libcoda.arguments[-1][1:3] == (x.data_ptr(), w.data_ptr())
     overlapping = torch.randn(1, 64).to(BF16).expand(16, 64)
     assert matmul._linear_eager(overlapping, w).shape == (16, 32)
     assert matmul._plans.by_key[(overlapping.shape, overlapping.stride(), w.shape, w.stride(), BF16, BF16, -1,
-                                 -1)] is False
+                                 -1, False)] is False
     assert matmul._linear_eager(x.t().contiguous().t(), w.t().contiguous().t()).shape == (16, 32)  # MN-major, cached
-    assert stub_libcoda.calls.count("coda_gemm") == 4
+    w_kn = w.t().contiguous()  # coda.mm's (K, N) operand
+    assert matmul._linear_eager(x, w_kn, transposed=True).shape == (16, 32)
+    assert stub_libcoda.arguments[-1][1:3] == (x.data_ptr(), w_kn.data_ptr())
+    assert matmul._plans.by_key[(x.shape, x.stride(), w_kn.shape, w_kn.stride(), BF16, BF16, -1, -1, True)].in_place
+    assert stub_libcoda.calls.count("coda_gemm") == 1
+    assert stub_libcoda.calls.count("coda_gemm_prepared_run") == 4

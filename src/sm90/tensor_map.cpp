@@ -3,8 +3,6 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#include <mutex>
-
 #include "coda/core/validate.hpp"
 
 namespace coda::sm90 {
@@ -12,20 +10,31 @@ namespace {
 
 constexpr const char* kFunction = "coda::sm90::make_tensor_map_3d";
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
-  static PFN_cuTensorMapEncodeTiled_v12000 function = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void* pointer = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &pointer, 12000, cudaEnableDefault, &found) ==
-            cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
-      function = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(pointer);
-    cudaGetLastError();
-  });
-  if (!function) throw CudaError(kFunction, "no CUDA driver, or one too old to provide cuTensorMapEncodeTiled");
+// The driver's `name` (CUDA 12.0's version), asked of the runtime once; throws when the driver lacks it.
+template <class Function>
+Function driver_function(const char* name) {
+  void* pointer = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  const bool ok = cudaGetDriverEntryPointByVersion(name, &pointer, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+                  found == cudaDriverEntryPointSuccess;
+  cudaGetLastError();
+  return ok ? reinterpret_cast<Function>(pointer) : nullptr;
+}
+
+template <class Function>
+Function required(Function function, const char* name) {
+  if (!function) throw CudaError(kFunction, text("no CUDA driver, or one too old to provide ", name));
   return function;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
+  static const auto function = driver_function<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
+  return required(function, "cuTensorMapEncodeTiled");
+}
+
+PFN_cuTensorMapReplaceAddress_v12000 replace_address_function() {
+  static const auto function = driver_function<PFN_cuTensorMapReplaceAddress_v12000>("cuTensorMapReplaceAddress");
+  return required(function, "cuTensorMapReplaceAddress");
 }
 
 CUtensorMapDataType tma_type(DType t) {
@@ -91,6 +100,18 @@ CUtensorMap make_tensor_map_3d(const void* base, DType dtype, TensorMapShape sha
     throw InvalidArgument(kFunction, text("argument '", argument,
                                           "': cuTensorMapEncodeTiled rejected the tensor (CUresult ", int(r), ")"));
   return map;
+}
+
+void replace_tensor_map_address(CUtensorMap& map, const void* base, const char* argument) {
+  constexpr const char* kReplace = "coda::sm90::replace_tensor_map_address";
+  ArgumentCheck(kReplace)
+      .not_null(argument, base)
+      .require(reinterpret_cast<uintptr_t>(base) % 16 == 0, argument, "base address must be 16-byte aligned for TMA")
+      .throw_if_error();
+  const CUresult r = replace_address_function()(&map, const_cast<void*>(base));
+  if (r != CUDA_SUCCESS)
+    throw InvalidArgument(kReplace, text("argument '", argument,
+                                         "': cuTensorMapReplaceAddress rejected the address (CUresult ", int(r), ")"));
 }
 
 }  // namespace coda::sm90

@@ -144,6 +144,33 @@ TEST(CAbiGemm, PlanChecksItsArguments) {
   EXPECT_EQ(plan.tile, nullptr);
 }
 
+// coda_gemm_prepare checks by coda_gemm's rules; a run checks its handle; destroy takes NULL.
+TEST(CAbiGemm, PreparedChecksItsArguments) {
+  GemmCall x;
+  coda_gemm_prepared* prepared = reinterpret_cast<coda_gemm_prepared*>(&x);  // must be overwritten
+  coda_gemm_plan_info plan{};
+  plan.split_k = 99;
+  x.b_arg = nullptr;
+  EXPECT_EQ(coda_gemm_prepare(x.a_arg, x.a_major, x.b_arg, x.b_major, x.c_arg, 0, &prepared, &plan),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_STREQ(coda_last_error(), "coda_gemm_prepare: argument 'b': is a null pointer");
+  EXPECT_EQ(prepared, nullptr);
+  EXPECT_EQ(plan.split_k, 0);
+  const GemmCall y;
+  EXPECT_EQ(coda_gemm_prepare(y.a_arg, y.a_major, y.b_arg, y.b_major, y.c_arg, 0, nullptr, nullptr),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_STREQ(coda_last_error(), "coda_gemm_prepare: argument 'prepared': is a null pointer");
+  EXPECT_EQ(coda_gemm_prepared_run(nullptr, memory, memory, memory, nullptr, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_STREQ(coda_last_error(), "coda_gemm_prepared_run: argument 'prepared': is a null pointer");
+  coda_gemm_prepared_destroy(nullptr);
+  if (coda_device_count() == 0) {
+    EXPECT_EQ(coda_gemm_prepare(y.a_arg, y.a_major, y.b_arg, y.b_major, y.c_arg, 0, &prepared, &plan),
+              CODA_UNSUPPORTED);
+    EXPECT_THAT(coda_last_error(), StartsWith("coda_gemm_prepare: no CUDA device: "));
+    EXPECT_EQ(prepared, nullptr);
+  }
+}
+
 TEST(CAbi, LastErrorIsPerThread) {
   GemmCall x;
   x.a_arg = nullptr;

@@ -5,6 +5,7 @@
 
 #include "coda/core/device.hpp"
 #include "coda/gemm.hpp"
+#include "coda/prepared_gemm.hpp"
 
 namespace coda {
 namespace {
@@ -127,6 +128,36 @@ TEST(GemmValidation, ValidArgumentsReachTheDeviceCheck) {
   const Status s = try_gemm(x.a, x.b, x.c);
   EXPECT_EQ(s.code(), StatusCode::unsupported);
   EXPECT_THAT(s.message(), HasSubstr("coda::gemm: no CUDA device"));
+}
+
+// PreparedGemm checks its arguments by coda::gemm's rules, under its own name.
+std::string prepare_error(const Args& x, StatusCode expected = StatusCode::invalid_argument) {
+  try {
+    const PreparedGemm gemm(x.a, x.b, x.c, x.options);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), expected) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TEST(PreparedGemmValidation, CodaGemmsRulesUnderItsName) {
+  Args x;
+  x.a.view.data = nullptr;
+  EXPECT_EQ(prepare_error(x), "coda::PreparedGemm: argument 'a': is a null pointer");
+  Args y;
+  y.c = TensorView::matrix(memory, DType::bf16, 64, 56);
+  EXPECT_THAT(
+      prepare_error(y),
+      HasSubstr(
+          "coda::PreparedGemm: argument 'c': shape (64, 56) bf16, strides (56, 1): N (columns) is 56 but must be 48"));
+  Args z;
+  z.options.workspace_bytes = 1024;
+  EXPECT_THAT(prepare_error(z), HasSubstr("argument 'options.workspace': is null but workspace_bytes is not 0"));
+  if (!hopper_available()) {
+    EXPECT_THAT(prepare_error(Args{}, StatusCode::unsupported), HasSubstr("coda::PreparedGemm: no CUDA device"));
+  }
 }
 
 }  // namespace

@@ -151,6 +151,18 @@ def every_function(abi, gpu):
                    "a_major")
     expect_runs(abi, gpu, abi.gemm_plan(ref(a), K_MAJOR, ref(b), K_MAJOR, ref(c), 0, ctypes.byref(plan)),
                 "coda_gemm_plan")
+    prepared = ctypes.c_void_p()
+    expect_refused(abi, abi.gemm_prepare(ref(a), K_MAJOR, ref(b), K_MAJOR, ref(c), 0, None, None),
+                   "coda_gemm_prepare", "prepared")
+    expect_runs(abi, gpu, abi.gemm_prepare(ref(a), K_MAJOR, ref(b), K_MAJOR, ref(c), 0, ctypes.byref(prepared),
+                                           ctypes.byref(plan)), "coda_gemm_prepare")
+    check((prepared.value is not None) == gpu, f"coda_gemm_prepare's handle: {prepared.value}")
+    expect_refused(abi, abi.gemm_prepared_run(prepared, None, b.data, c.data, None, s), "coda_gemm_prepared_run",
+                   "a" if gpu else "prepared")
+    if gpu:
+        expect_runs(abi, gpu, abi.gemm_prepared_run(prepared, a.data, b.data, c.data, None, s),
+                    "coda_gemm_prepared_run")
+    abi.gemm_prepared_destroy(prepared)
 
     w_gu, _ = mem.tensor(BF16, 2 * f, k, fill="randn")
     out_f, _ = mem.tensor(BF16, m, f)
@@ -313,8 +325,9 @@ def results_on_gpu(abi):
         check(relative_error(y, want) < 6e-3, f"coda_gemm {m}x{n}x{k}: error {relative_error(y, want):.2e}")
         check(relative_error(y2, want) < 6e-3, f"coda_gemm N-major {m}x{n}x{k}: error {relative_error(y2, want):.2e}")
 
-    # Split-K with the workspace a caching allocator hands out: garbage, new garbage every call.
-    m, n, k = 16, 4096, 8192
+    # Split-K with the workspace a caching allocator hands out: garbage, new garbage every call. (16 weight
+    # tiles of 64 rows leave most SMs idle: the planner splits.)
+    m, n, k = 16, 1024, 8192
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     want = x.double() @ w.double().T
@@ -338,6 +351,18 @@ def results_on_gpu(abi):
     check(all(torch.equal(results[0], r) for r in results[1:]), "split-K over garbage: the same bits every run")
     print(f"split-K x{plan.split_k} ({plan.tile.decode()}) over a garbage workspace of {size.value} bytes: "
           f"error {relative_error(results[0], want):.2e}, bitwise repeatable")
+    # The same GEMM prepared once, run on another output over new garbage: coda_gemm's bits.
+    prepared = ctypes.c_void_p()
+    check(abi.gemm_prepare(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)), size.value,
+                           ctypes.byref(prepared), ctypes.byref(plan)) == OK and plan.split_k > 1,
+          f"coda_gemm_prepare: {abi.message()} (split {plan.split_k})")
+    garbage = torch.randint(-2**31, 2**31 - 1, ((size.value + 3) // 4,), device="cuda", dtype=torch.int32)
+    y2 = torch.full_like(y, float("nan"))
+    check(abi.gemm_prepared_run(prepared, x.data_ptr(), w.data_ptr(), y2.data_ptr(), garbage.data_ptr(), s) == OK,
+          abi.message())
+    torch.cuda.synchronize()
+    check(torch.equal(y2, results[0]), "coda_gemm_prepared_run: not coda_gemm's bits")
+    abi.gemm_prepared_destroy(prepared)
 
     # SwiGLU: out = silu(gate) * up, gate and up interleaved in W's rows.
     m, k, f = 300, 256, 192

@@ -45,4 +45,9 @@ CODA_API CUtensorMap make_tensor_map_3d(const void* base, DType dtype, TensorMap
                                TensorMapBox box, const char* argument,
                                TensorMapSwizzle swizzle = TensorMapSwizzle::bytes128);
 
+/// Point `map` at `base`, everything else kept (cuTensorMapReplaceAddress: a host-side edit, about
+/// 30 ns against 100 for an encode). Throws coda::InvalidArgument naming `argument` when `base` is
+/// null or not 16-byte aligned.
+CODA_API void replace_tensor_map_address(CUtensorMap& map, const void* base, const char* argument);
+
 }  // namespace coda::sm90

@@ -120,18 +120,25 @@ torch.library.register_autograd("coda::linear", _backward, setup_context=_setup)
 
 
 class _Plan:
-    """A validated eager call of one shape: the coda_tensor structs (only pointers change), majors, workspace.
-    Made only for operands libcoda reads in place (the structs then describe every later call's tensors)."""
+    """A validated eager call of one shape, prepared in libcoda (coda_gemm_prepare: checked, planned and its
+    tensor maps encoded once); a call passes only the addresses. Made only for operands libcoda reads in place,
+    so the prepared shapes and strides describe every later call's tensors."""
 
     def __init__(self, x, weight, layouts):
         x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
-        (a, self.a_major), (b, self.b_major) = _operand(x2, layouts[0]), _operand(weight, layouts[1])
+        (a, a_major), (b, b_major) = _operand(x2, layouts[0]), _operand(weight, layouts[1])
         self.in_place = a.data_ptr() == x.data_ptr() and b.data_ptr() == weight.data_ptr()
         self.out_shape = (*x.shape[:-1], weight.shape[0])
         out = x.new_empty(x2.shape[0], weight.shape[0])
-        self.a, self.b, self.c = (L.struct(t) for t in (a, b, out))
-        self.args = tuple(L.ctypes.byref(s) for s in (self.a, self.b, self.c))
-        self.workspace_bytes = _gemm_workspace_bytes(a, self.a_major, b, self.b_major, out, *self.args)
+        args = tuple(L.ctypes.byref(L.struct(t)) for t in (a, b, out))
+        self.workspace_bytes = _gemm_workspace_bytes(a, a_major, b, b_major, out, *args)
+        handle = L.ctypes.c_void_p()
+        L.call(L.lib.coda_gemm_prepare, args[0], a_major, args[1], b_major, args[2], self.workspace_bytes,
+               L.ctypes.byref(handle), None)
+        self.handle, self.run, self._destroy = handle.value, L.lib.coda_gemm_prepared_run, L.lib.coda_gemm_prepared_destroy
+
+    def __del__(self):
+        self._destroy(self.handle)
 
 
 class _Plans(L.threading.local):
@@ -142,30 +149,30 @@ class _Plans(L.threading.local):
 _plans = _Plans()
 
 
-def _linear_eager(x, weight):
+def _linear_eager(x, weight, transposed=False):
     """_linear for plain CUDA tensors outside tracing (L.eager): one dictionary lookup replaces the checks when
-    the shapes, strides and dtypes were seen before and neither operand needs a copy."""
+    the shapes, strides and dtypes were seen before and neither operand needs a copy. `transposed`: weight is
+    given as its (K, N) transpose (coda.mm), read in place without making the view."""
     key = (x.shape, x.stride(), weight.shape, weight.stride(), x.dtype, weight.dtype, x.get_device(),
-           weight.get_device())
+           weight.get_device(), transposed)
     plans = _plans.by_key
     plan = plans.get(key)
     device = x.get_device()
     if plan is None:
-        layouts = _check(x, weight)
+        w = weight.t() if transposed else weight
+        layouts = _check(x, w)
         if not (layouts[0][1] and layouts[1][1] and (x.dim() == 2 or x.is_contiguous())):
             plan = plans[key] = False  # this shape and these strides always need a copy
         elif (x.data_ptr() | weight.data_ptr()) % 16 == 0 and device == torch._C._cuda_getDevice():
-            plan = _Plan(x, weight, layouts)
+            plan = _Plan(x, w, layouts)
             if plan.in_place:
                 plans[key] = plan
     if not plan or not plan.in_place or (x.data_ptr() | weight.data_ptr()) % 16 or device != torch._C._cuda_getDevice():
-        return _linear(x, weight)
+        return _linear(x, weight.t() if transposed else weight)
     out = x.new_empty(plan.out_shape)
-    plan.a.data, plan.b.data, plan.c.data = x.data_ptr(), weight.data_ptr(), out.data_ptr()
     ws = L.workspace(plan.workspace_bytes, x.device) if plan.workspace_bytes else None
-    status = L.lib.coda_gemm(plan.args[0], plan.a_major, plan.args[1], plan.b_major, plan.args[2],
-                             ws.data_ptr() if ws is not None else None, plan.workspace_bytes,
-                             torch._C._cuda_getCurrentRawStream(device))
+    status = plan.run(plan.handle, x.data_ptr(), weight.data_ptr(), out.data_ptr(),
+                      ws.data_ptr() if ws is not None else None, torch._C._cuda_getCurrentRawStream(device))
     if status:
         L.raise_for(status)
     return out
@@ -204,4 +211,6 @@ def mm(a, b):
 
         c = coda.mm(a, b)
     """
+    if L.eager(a, b) and not L.needs_grad(a, b):
+        return _linear_eager(a, b, transposed=True)
     return linear(a, b.t())
