@@ -253,6 +253,47 @@ TEST_P(EpilogueExecutor, StoresOfAFunctionOfPairsAndWide) {
       1.0, kExactly);
 }
 
+// A wide store with a row reduction from one function, or as the two primitives apart: the same
+// output and the same partials (Sum and Max).
+template <bool kFused>
+struct WideWithRowSums {
+  epilogue::TileOut wide;
+  epilogue::Partials sums, maxima;
+
+  template <class Tile>
+  void operator()(Tile& t) const {
+    const auto f = [](const Element& x) {
+      return epilogue::WideAndRowValue{{x.value, 0.5f * x.value}, x.value * x.value - float(x.col)};
+    };
+    if constexpr (kFused) {
+      t.store_wide_row_reduce(wide, sums, epilogue::Sum{}, f);
+      t.store_wide_row_reduce(wide, maxima, epilogue::Max{}, f);
+    } else {
+      t.row_reduce(sums, epilogue::Sum{}, [&](const Element& x) { return f(x).row_value; });
+      t.row_reduce(maxima, epilogue::Max{}, [&](const Element& x) { return f(x).row_value; });
+      t.store_wide(wide, [&](const Element& x) { return f(x).wide; });
+    }
+  }
+};
+
+TEST_P(EpilogueExecutor, StoreWideRowReduceIsStoreWideAndRowReduce) {
+  const auto acc = random_accumulators(kShape);
+  const int64_t parts_n = part_count(kShape.cols, part().cols);
+  HostTensor fused_out = poisoned_output(DType::f32, kShape.rows, 2 * kShape.cols, kShape.batch);
+  HostTensor apart_out = poisoned_output(DType::f32, kShape.rows, 2 * kShape.cols, kShape.batch);
+  PartialsBuffer fused_sums(kShape.rows, parts_n, kShape.batch), fused_max(kShape.rows, parts_n, kShape.batch);
+  PartialsBuffer apart_sums(kShape.rows, parts_n, kShape.batch), apart_max(kShape.rows, parts_n, kShape.batch);
+  run_batches(WideWithRowSums<true>{tile_out(fused_out), fused_sums.partials(), fused_max.partials()}, acc, part());
+  run_batches(WideWithRowSums<false>{tile_out(apart_out), apart_sums.partials(), apart_max.partials()}, acc, part());
+  EXPECT_EQ(fused_out.bytes, apart_out.bytes);
+  fused_sums.expect_written_exactly();
+  fused_max.expect_written_exactly();
+  for (int64_t b = 0; b < kShape.batch; ++b) {
+    EXPECT_EQ(fused_sums.matrix(b).data, apart_sums.matrix(b).data);
+    EXPECT_EQ(fused_max.matrix(b).data, apart_max.matrix(b).data);
+  }
+}
+
 // ---- loads --------------------------------------------------------------------------------------
 
 // Copies every kind of operand into an fp32 output, at elements and at pairs.

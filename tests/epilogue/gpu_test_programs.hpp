@@ -9,11 +9,17 @@
 namespace coda::test {
 
 /// D = acc + X[:, 2c] - X[:, 2c + 1] / 2 of an M x 2N input X, and the M x 2N output
-/// E[:, 2c] = acc, E[:, 2c + 1] = X[:, 2c + 1].
+/// E[:, 2c] = acc, E[:, 2c + 1] = X[:, 2c + 1]; with store_wide_row_reduce, F = (X[:, 2c], acc) with
+/// the row sums of acc X[:, 2c] (a Sum: chains on full parts) and G = (acc, acc) with the row maxima
+/// of X[:, 2c + 1] - acc (any other monoid).
 struct WideInput {
   epilogue::TileIn wide{};       // X, M x 2N
   epilogue::TileOut out{};       // D, M x N
   epilogue::TileOut wide_out{};  // E, M x 2N
+  epilogue::TileOut summed{};    // F, M x 2N
+  epilogue::Partials row_sums{};
+  epilogue::TileOut maxed{};  // G, M x 2N
+  epilogue::Partials row_max{};
 
   template <class Inputs>
   CODA_HD void tile_inputs(Inputs& in) const { in(wide); }
@@ -26,6 +32,13 @@ struct WideInput {
     });
     t.store_wide(wide_out, [&](const epilogue::Element& x) {
       return epilogue::Values2{x.value, t.load_wide(wide, x).second};
+    });
+    t.store_wide_row_reduce(summed, row_sums, epilogue::Sum{}, [&](const epilogue::Element& x) {
+      const epilogue::Values2 v = t.load_wide(wide, x);
+      return epilogue::WideAndRowValue{{v.first, x.value}, x.value * v.first};
+    });
+    t.store_wide_row_reduce(maxed, row_max, epilogue::Max{}, [&](const epilogue::Element& x) {
+      return epilogue::WideAndRowValue{{x.value, x.value}, t.load_wide(wide, x).second - x.value};
     });
   }
 };

@@ -78,7 +78,7 @@ TEST(StandardProgramsGpu, ReductionsMatchTheCpuExecutor) {
   }
 }
 
-// A wide (M x 2N) tile input read by t.load_wide, and a wide output.
+// A wide (M x 2N) tile input read by t.load_wide, and wide outputs, two with row reductions.
 TEST(StandardProgramsGpu, WideTileInputMatchesTheCpuExecutor) {
   CODA_REQUIRE_HOPPER();
   for (const Shape& s : kShapes) {
@@ -88,11 +88,21 @@ TEST(StandardProgramsGpu, WideTileInputMatchesTheCpuExecutor) {
     wide.random();
     DeviceTensor& out = c.output(DType::bf16, s.m, s.n);
     DeviceTensor& wide_out = c.output(DType::bf16, s.m, 2 * s.n);
+    DeviceTensor& summed = c.output(DType::bf16, s.m, 2 * s.n);
+    DeviceTensor& maxed = c.output(DType::bf16, s.m, 2 * s.n);
+    DeviceTensor& sums = c.output(DType::f32, s.m, parts(s.n, kPartCols));
+    DeviceTensor& maxima = c.output(DType::f32, s.m, parts(s.n, kPartCols));
     auto program = [&](bool gpu) {
+      auto out_of = [&](DeviceTensor& t) { return gpu ? device_out(t) : host_out(c.expected_of(t)); };
+      auto partials = [&](DeviceTensor& t) { return gpu ? device_partials(t) : host_partials(c.expected_of(t)); };
       WideInput p;
       p.wide = gpu ? device_in(wide) : host_in(wide);
-      p.out = gpu ? device_out(out) : host_out(c.expected_of(out));
-      p.wide_out = gpu ? device_out(wide_out) : host_out(c.expected_of(wide_out));
+      p.out = out_of(out);
+      p.wide_out = out_of(wide_out);
+      p.summed = out_of(summed);
+      p.row_sums = partials(sums);
+      p.maxed = out_of(maxed);
+      p.row_max = partials(maxima);
       return p;
     };
     c.run_and_compare(program(true), program(false));

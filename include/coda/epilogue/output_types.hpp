@@ -93,6 +93,11 @@ class StoreRecorder {
   }
 
   template <class Monoid, class F>
+  CODA_HD void store_wide_row_reduce(const TileOut& out, const Partials&, Monoid, F&& f) {
+    record(out);
+    visit<const Element&>(true, f);
+  }
+  template <class Monoid, class F>
   CODA_HD void row_reduce(const Partials&, Monoid, F&& f) { visit<const Element&>(false, f); }
   template <class Monoid, class F>
   CODA_HD void column_reduce(const Partials&, Monoid, F&& f) { visit<const Element&>(true, f); }

@@ -45,6 +45,10 @@
 //     t.store(TileOut, f)         f(const Element&) for every element
 //     t.store_pairs(TileOut, f)   f(const Pair&) at column p.col / 2: an M x N/2 output
 //     t.store_wide(TileOut, f)    f(const Element&) -> {first, second} at columns 2 x.col, 2 x.col + 1
+//     t.store_wide_row_reduce(TileOut, Partials, Monoid, f)   f(const Element&) -> {{first, second},
+//                                 row_value}: store_wide of the pair and row_reduce of row_value from
+//                                 one call of f per element (a SwiGLU backward's gradient and its
+//                                 <dY, Y> row statistic computed once, not once per primitive)
 //  4. tile reductions, per part (partials; a tiny auxiliary kernel combines them later)
 //     t.row_reduce(Partials, Monoid, f)     fold f(x) over the part's columns, one value per row
 //     t.column_reduce(Partials, Monoid, f)  fold f(x) over the part's rows, one value per column
@@ -156,6 +160,13 @@ struct Values2 {
   float second;
 };
 
+/// What store_wide_row_reduce's function gives per element: the pair it stores and the value it folds
+/// into the row.
+struct WideAndRowValue {
+  Values2 wide;
+  float row_value;
+};
+
 /// Columns [first, end) of the output.
 struct ColumnRange {
   int32_t first;
@@ -201,6 +212,9 @@ struct PairValue {
 struct WideValue {
   CODA_HD Values2 operator()(const Element&) const { return {}; }
 };
+struct WideAndRow {
+  CODA_HD WideAndRowValue operator()(const Element&) const { return {}; }
+};
 struct EmptyProgram {  // a program, for the executors' own contract checks
   template <class Tile>
   CODA_HD void operator()(Tile&) const {}
@@ -232,6 +246,7 @@ concept EpilogueTile = requires(T& t, const T& c, const TileIn& in, const TileOu
   t.store(typed_out, contract::ElementValue{});
   t.store_pairs(typed_out, contract::PairValue{});
   t.store_wide(typed_out, contract::WideValue{});
+  t.store_wide_row_reduce(out, partials, Sum{}, contract::WideAndRow{});
   t.row_reduce(partials, Sum{}, contract::ElementValue{});
   t.column_reduce(partials, Sum{}, contract::ElementValue{});
   t.reduce(partials, Sum{}, contract::ElementValue{});

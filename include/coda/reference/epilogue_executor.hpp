@@ -142,6 +142,13 @@ class CpuTile {
     store_wide(static_cast<const epilogue::TileOut&>(out), f);
   }
 
+  // The GPU executor calls f once per element; calling it twice here gives the same values.
+  template <class Monoid, class F>
+  void store_wide_row_reduce(const epilogue::TileOut& out, const epilogue::Partials& partials, Monoid monoid, F&& f) {
+    row_reduce(partials, monoid, [&](const epilogue::Element& x) { return f(x).row_value; });
+    store_wide(out, [&](const epilogue::Element& x) { return f(x).wide; });
+  }
+
   template <class Monoid, class F>
   void row_reduce(const epilogue::Partials& out, Monoid, F&& f) {
     for (int64_t r = 0; r < rows_; ++r) {

@@ -56,7 +56,6 @@ template <class Part>
 template <class Monoid, class F>
 __device__ inline void GpuTile<Part>::row_reduce(const Partials& out, Monoid, F&& f) {
   fresh_limits();
-  const int lane = t_.thread % 32;
 #pragma unroll
   for (int b = 0; b < Acc::kBlocks; ++b)
 #pragma unroll
@@ -82,11 +81,51 @@ __device__ inline void GpuTile<Part>::row_reduce(const Partials& out, Monoid, F&
               s = Monoid::combine(s, as_state<Monoid>(f(x)));
             }
       }
-      s = Monoid::combine(s, detail::shuffle_xor(s, 1));  // the quad holding the row
-      s = Monoid::combine(s, detail::shuffle_xor(s, 2));
-      const int32_t r = row(b, 2 * half);
-      if (lane % 4 == 0 && r < t_.problem_m && Monoid::present(s))
-        write_partial<Monoid>(partial_slot(out, r, part_n()), s);
+      write_row_partial<Monoid>(out, b, half, s);
+    }
+}
+
+template <class Part>
+template <class Monoid>
+__device__ inline void GpuTile<Part>::write_row_partial(const Partials& out, int b, int half,
+                                                        typename Monoid::State s) {
+  s = Monoid::combine(s, detail::shuffle_xor(s, 1));  // the quad holding the row
+  s = Monoid::combine(s, detail::shuffle_xor(s, 2));
+  const int32_t r = row(b, 2 * half);
+  if (t_.thread % 4 == 0 && r < t_.problem_m && Monoid::present(s))
+    write_partial<Monoid>(partial_slot(out, r, part_n()), s);
+}
+
+// The row states live across the store: a Sum in Sum::fold's four chains (value v of a row into
+// chain v % 4, the order row_reduce folds a full part in: the same bits), any other monoid (and
+// every monoid on an edge part) combined value by value in the row's order, as row_reduce does.
+template <class Part>
+template <class Monoid, class F>
+__device__ inline void GpuTile<Part>::store_wide_row_reduce(const TileOut& out, const Partials& partials, Monoid,
+                                                            F&& f) {
+  using State = typename Monoid::State;
+  constexpr bool kChains = !kEdge && std::is_same_v<Monoid, Sum>;
+  float chains[Acc::kBlocks][2][4];
+  State states[Acc::kBlocks][2];
+#pragma unroll
+  for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      states[b][half] = Monoid::identity();
+#pragma unroll
+      for (int c = 0; c < 4; ++c) chains[b][half][c] = 0.0f;
+    }
+  store_as<Width::wide, kOut>(out, f, [&](int b, int half, int j, int k, bool inside, const WideAndRowValue& r) {
+    if constexpr (kChains) chains[b][half][(2 * j + k) % 4] += r.row_value;
+    else if (inside) states[b][half] = Monoid::combine(states[b][half], as_state<Monoid>(r.row_value));
+  });
+#pragma unroll
+  for (int b = 0; b < Acc::kBlocks; ++b)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float(&c)[4] = chains[b][half];
+      if constexpr (kChains) write_row_partial<Monoid>(partials, b, half, (c[0] + c[1]) + (c[2] + c[3]));
+      else write_row_partial<Monoid>(partials, b, half, states[b][half]);
     }
 }
 

@@ -55,8 +55,8 @@ __device__ __forceinline__ void put2(uint32_t address, float scale, float a, flo
 // order: accumulator chunk j (eight columns) lands in exactly one output subtile, decided at
 // compile time from its width.
 template <class Part>
-template <detail::StoreWidth W, DType T, class F>
-__device__ inline void GpuTile<Part>::store_as(const TileOut& out, F&& f) {
+template <detail::StoreWidth W, DType T, class F, class Sink>
+__device__ inline void GpuTile<Part>::store_as(const TileOut& out, F&& f, Sink&& sink) {
   constexpr int ElementBytes = int(size_of(T));
   // A pair output of 1-byte values has 64 bytes per part row, half a 128-byte box: it goes through
   // 64-byte boxes (out.half_width_map), unswizzled; the rest through 128-byte swizzled ones.
@@ -118,8 +118,11 @@ __device__ inline void GpuTile<Part>::store_as(const TileOut& out, F&& f) {
               detail::put1<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale, in0 ? f(p) : 0.0f);
             } else {  // output columns 2 pc .. 2 pc + 3
               const int oc = (2 * pc) % kSubtileCols;
-              const Values2 v0 = in0 ? f(x0) : Values2{0.0f, 0.0f};
-              const Values2 v1 = in1 ? f(x1) : Values2{0.0f, 0.0f};
+              using Result = std::remove_cvref_t<decltype(f(x0))>;
+              const Result r0 = in0 ? f(x0) : Result{}, r1 = in1 ? f(x1) : Result{};
+              sink(b, half, j, 0, in0, r0);
+              sink(b, half, j, 1, in1, r1);
+              const Values2 v0 = detail::wide_of(r0), v1 = detail::wide_of(r1);
               detail::put2<T>(staging_address + staged_at(r, oc * ElementBytes), out.scale, v0.first, v0.second);
               detail::put2<T>(staging_address + staged_at(r, (oc + 2) * ElementBytes), out.scale, v1.first, v1.second);
             }

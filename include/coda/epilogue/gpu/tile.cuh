@@ -30,6 +30,15 @@ constexpr int kStagedBoxCols = 128 / 2;
 // How many output columns a store writes per accumulator column: 1, 1/2 (pairs), 2 (wide).
 enum class StoreWidth { full, half, wide };
 
+struct NoSink {
+  template <class... Args>
+  __device__ void operator()(Args&&...) const {}
+};
+
+// What a wide store writes: f's pair, or the pair of a WideAndRowValue.
+__device__ __forceinline__ Values2 wide_of(const Values2& v) { return v; }
+__device__ __forceinline__ Values2 wide_of(const WideAndRowValue& v) { return v.wide; }
+
 }  // namespace detail
 
 /// The static facts of a part GpuTile runs a program on: the accumulators, the staging buffers,
@@ -173,6 +182,10 @@ class GpuTile {
   template <class Monoid, class F>
   __device__ void row_reduce(const Partials& out, Monoid, F&& f);
 
+  // store_wide and row_reduce from one call of f per element (reductions.cuh).
+  template <class Monoid, class F>
+  __device__ void store_wide_row_reduce(const TileOut& out, const Partials& partials, Monoid, F&& f);
+
   template <class Monoid, class F>
   __device__ void column_reduce(const Partials& out, Monoid, F&& f);
 
@@ -236,8 +249,14 @@ class GpuTile {
   template <class State>
   __device__ State* scratch_for();
 
-  template <Width W, DType T, class F>
-  __device__ void store_as(const TileOut& out, F&& f);
+  // `sink(b, half, j, k, inside, r)` sees each wide store's f result r, value k of chunk j of the
+  // thread's row `half` of block b, in the order a row_reduce folds them (store_wide_row_reduce).
+  template <Width W, DType T, class F, class Sink = detail::NoSink>
+  __device__ void store_as(const TileOut& out, F&& f, Sink&& sink = Sink{});
+
+  // The end of a row reduction: the quad holding the row combines its states; one lane writes.
+  template <class Monoid>
+  __device__ void write_row_partial(const Partials& out, int b, int half, typename Monoid::State s);
 
   Acc& acc_;
   const Coordinates& t_;

@@ -54,20 +54,27 @@ struct SwigluBackward {
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
-    if (row_dots.data)
-      t.row_reduce(row_dots, Sum{}, [&](const Element& x) {
-        const Values2 y = t.load_wide(pre_activation, x), dy = swiglu_gradient(x.value, y);
-        return y.first * dy.first + y.second * dy.second;
-      });
     if (output.data)
       t.store(output, [&](const Element& x) {
         const Values2 y = t.load_wide(pre_activation, x);
         return silu(y.first) * y.second;
       });
-    // dY is linear in dO: scaling dO scales both halves.
-    if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
-    t.store_wide(grad_pre_activation,
-                 [&](const Element& x) { return swiglu_gradient(x.value, t.load_wide(pre_activation, x)); });
+    if (row_scale.data) store_gradient(t, [&](const Element& x) { return t.load(row_scale, x); });
+    else store_gradient(t, [](const Element&) { return 1.0f; });
+  }
+
+ private:
+  // dY, computed once per element: stored times the row's scale (dY is linear in dO) and, with
+  // row_dots, folded into <dY, Y> before the scale in the same pass.
+  template <class Tile, class Scale>
+  CODA_HD void store_gradient(Tile& t, Scale scale) const {
+    const auto gradient = [&](const Element& x) {
+      const Values2 y = t.load_wide(pre_activation, x), dy = swiglu_gradient(x.value, y);
+      const float s = scale(x);
+      return WideAndRowValue{{dy.first * s, dy.second * s}, y.first * dy.first + y.second * dy.second};
+    };
+    if (row_dots.data) t.store_wide_row_reduce(grad_pre_activation, row_dots, Sum{}, gradient);
+    else t.store_wide(grad_pre_activation, [&](const Element& x) { return gradient(x).wide; });
   }
 };
 
