@@ -82,6 +82,15 @@
 //     batch strides multiples of 16 bytes).
 // t.load_wide reads it from global memory. The CPU executor runs such programs unchanged.
 //
+// A program whose wide stores read a tile input at the positions they write (SwiGLU backward's Y,
+// read by t.load_wide in store_wide's function) may name it for the GPU executor to prefetch:
+//
+//   static constexpr auto prefetched_input = &SwigluBackward::pre_activation;   // a TileIn member
+//
+// While a wide store writes one output subtile, the executor then asks L1 for the input's bytes under
+// the next one (prefetch.global.L1, interior parts), so that its loads do not wait for L2 or DRAM
+// one subtile at a time behind the staging barriers.
+//
 // And one row vector for the GPU executor to read once per part, into registers:
 //
 //   static constexpr auto staged_row_vector = &ResidualRmsNorm::weight;   // a RowVector member
@@ -179,6 +188,12 @@ template <class Program>
 concept StagesAnInput = requires {
   { Program::staged_input } -> std::convertible_to<TileIn Program::*>;
 } && (Program::staged_input != nullptr);
+
+/// Whether `Program` names a tile input the GPU executor prefetches under its stores (above).
+template <class Program>
+concept PrefetchesAnInput = requires {
+  { Program::prefetched_input } -> std::convertible_to<TileIn Program::*>;
+} && (Program::prefetched_input != nullptr);
 
 /// Whether `Program` names a row vector the GPU executor reads once per part (above); a null
 /// member pointer names none (a program whose vector is optional at compile time).

@@ -95,13 +95,15 @@ struct ProgramEpilogue {
     if (t.row0 >= t.problem_m || t.col0 >= t.problem_n) return;
     const RowVector* staged_vector = nullptr;
     if constexpr (StagesARowVector<Program>) staged_vector = &(program.*Program::staged_row_vector);
+    const TileIn* prefetched = nullptr;
+    if constexpr (PrefetchesAnInput<Program>) prefetched = &(program.*Program::prefetched_input);
     if (t.row0 + Acc::kRows <= t.problem_m && t.col0 + Acc::kCols <= t.problem_n) {
       GpuTile<GpuPart<Acc, kBuffers, In, Out, false, kStaged, StagesARowVector<Program>>> tile(
-          acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
+          acc, t, staging, next_buffer_, staged, staged_part, staged_vector, prefetched);
       program(tile);
     } else {
       GpuTile<GpuPart<Acc, kBuffers, In, Out, true, kStaged, StagesARowVector<Program>>> tile(
-          acc, t, staging, next_buffer_, staged, staged_part, staged_vector);
+          acc, t, staging, next_buffer_, staged, staged_part, staged_vector, prefetched);
       program(tile);
     }
   }

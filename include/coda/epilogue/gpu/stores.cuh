@@ -73,11 +73,23 @@ __device__ inline void GpuTile<Part>::store_as(const TileOut& out, F&& f, Sink&&
   };
   const int lane = t_.thread % 32, warp = t_.thread / 32;
   const int64_t out_col0 = W == Width::full ? t_.col0 : W == Width::half ? t_.col0 / 2 : 2 * int64_t(t_.col0);
+  // The prefetched input (program.hpp) is read at a wide store's output positions: the 16-bit
+  // input's bytes under output subtile `sub`.
+  constexpr bool kPrefetches = !kEdge && W == Width::wide;
+  constexpr int kInputBytes = 2 * kSubtileCols;
+  if constexpr (kPrefetches)
+    if (prefetched_) prefetch_input(0, out_col0, kInputBytes);
   fresh_limits();
 #pragma unroll
   for (int b = 0; b < Acc::kBlocks; ++b)
 #pragma unroll
     for (int sub = 0; sub < kSubtilesPerBlock; ++sub) {
+      if constexpr (kPrefetches) {
+        const bool last_of_block = sub + 1 == kSubtilesPerBlock;
+        if (prefetched_ && (!last_of_block || b + 1 < Acc::kBlocks))
+          prefetch_input(last_of_block ? b + 1 : b, out_col0 + (last_of_block ? 0 : sub + 1) * kSubtileCols,
+                         kInputBytes);
+      }
       uint8_t* staging = staging_[next_buffer_];
       const uint32_t staging_address = sm90::shared_address(staging);
       if (t_.thread == 0) sm90::tma_store_wait_read<kBuffers - 1>();
@@ -138,6 +150,19 @@ __device__ inline void GpuTile<Part>::store_as(const TileOut& out, F&& f, Sink&&
       }
       next_buffer_ = next_buffer_ + 1 == kBuffers ? 0 : next_buffer_ + 1;
     }
+}
+
+template <class Part>
+__device__ inline void GpuTile<Part>::prefetch_input(int b, int64_t col, int bytes) const {
+  const int lane = t_.thread % 32;
+  const int half = lane % 2;  // lanes 4q and 4q + 1 of the quad holding rows r and r + 8
+  if (lane % 4 >= 2) return;
+  const TileIn& in = *prefetched_;
+  const char* first =
+      static_cast<const char*>(in.data) + 2 * ((t_.batch * in.batch_stride + row(b, 2 * half)) * in.ld + col);
+  // Every 128-byte line the bytes touch (a row need not start on a line).
+  for (int offset = 0; offset < bytes; offset += 128) asm volatile("prefetch.global.L1 [%0];" ::"l"(first + offset));
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(first + bytes - 1));
 }
 
 }  // namespace coda::epilogue

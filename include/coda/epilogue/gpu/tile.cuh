@@ -73,9 +73,11 @@ class GpuTile {
   using Coordinates = mainloop::TileCoordinates;
 
   /// `staged` is the program's staged input (or null), whose part is at `staged_part` (kernel.cuh);
-  /// `staged_vector` its staged row vector (or null), read here (program.hpp).
+  /// `staged_vector` its staged row vector (or null), read here; `prefetched` the input its stores
+  /// prefetch (or null; program.hpp).
   __device__ GpuTile(Acc& acc, const Coordinates& t, uint8_t (&staging)[kBuffers][detail::kSubtileBytes],
-                     int& next_buffer, const TileIn* staged, const uint8_t* staged_part, const RowVector* staged_vector)
+                     int& next_buffer, const TileIn* staged, const uint8_t* staged_part, const RowVector* staged_vector,
+                     const TileIn* prefetched)
       : acc_(acc),
         t_(t),
         staging_(staging),
@@ -83,6 +85,7 @@ class GpuTile {
         staged_(staged),
         staged_part_(staged_part),
         staged_vector_(staged_vector),
+        prefetched_(prefetched),
         first_row_(t.row0 + Acc::row(0, 0, t.thread)),
         first_col_(t.col0 + Acc::col(0, t.thread)),
         rows_left_(t.problem_m - first_row_),
@@ -254,6 +257,10 @@ class GpuTile {
   template <Width W, DType T, class F, class Sink = detail::NoSink>
   __device__ void store_as(const TileOut& out, F&& f, Sink&& sink = Sink{});
 
+  // Ask L1 for the prefetched input's `bytes` from column `col` of this thread's rows of block b
+  // (interior parts only: every such row and column is inside the problem).
+  __device__ void prefetch_input(int b, int64_t col, int bytes) const;
+
   // The end of a row reduction: the quad holding the row combines its states; one lane writes.
   template <class Monoid>
   __device__ void write_row_partial(const Partials& out, int b, int half, typename Monoid::State s);
@@ -265,6 +272,7 @@ class GpuTile {
   const TileIn* staged_;
   const uint8_t* staged_part_;
   const RowVector* staged_vector_;
+  const TileIn* prefetched_;
   float staged_values_[Acc::kCols / 4];  // the staged row vector at this thread's columns
   bool staged_groups_read_ = false;      // the first map has run (read_staged_group)
   uint32_t group_words_[4];              // the staged input's words last read by read_staged_group,

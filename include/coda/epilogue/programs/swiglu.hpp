@@ -47,6 +47,9 @@ struct SwigluBackward {
                                   // that RMSNorm's backward
   TileOut output{};               // optional: O = silu(g) u recomputed, M x F, for dW_down = dP^T O
 
+  // Y is read at the positions dY is stored: prefetched subtile by subtile (program.hpp).
+  static constexpr auto prefetched_input = &SwigluBackward::pre_activation;
+
   template <class Inputs>
   CODA_HD void tile_inputs(Inputs& in) const {
     in(pre_activation);
