@@ -90,7 +90,8 @@ struct ResidualRmsNormBackwardOf {
     in(residual);
     in(grad_residual);
   }
-  static constexpr TileIn ResidualRmsNormBackwardOf::* staged_input =
+  using TileInMember = TileIn ResidualRmsNormBackwardOf::*;
+  static constexpr TileInMember staged_input =
       kStageResidual ? &ResidualRmsNormBackwardOf::residual : nullptr;  // as ResidualRmsNorm's
   static constexpr auto staged_row_vector = &ResidualRmsNormBackwardOf::weight;
 
