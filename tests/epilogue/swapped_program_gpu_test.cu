@@ -2,12 +2,16 @@
 // M from 1 to 64, where the planner takes it, both majors of the weight, against the CPU executor
 // on the fp64 product and against the other program tiles; the same bits when run again. From M =
 // 65 the unswapped tiles (a few M there too).
+#include <gmock/gmock.h>
+
 #include "standard_gpu_case.hpp"
+#include "support/refusal.hpp"
 
 namespace coda::test {
 namespace {
 
 using namespace standard_gpu;
+using ::testing::HasSubstr;
 
 template <Major B>
 void expect_swiglu_right_and_repeatable(int64_t m) {
@@ -53,22 +57,19 @@ TEST(SwappedProgramGpu, RefusesASwappedPlanPastOneTokenTile) {
   DeviceTensor& out = c.output(DType::bf16, 100, 132);
   epilogue::Swiglu program;
   program.out = device_out(out);
-  try {
-    epilogue::plan_program<epilogue::Swiglu>({c.x.view(), Major::k}, {c.w.view(), Major::k},
-                                             {.tile = GemmTile::swap_m64n128}, "test");
-    ADD_FAILURE() << "planned swap_m64n128 for a program at M = 100";
-  } catch (const Unsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("options.tile"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT(refusal_of<Unsupported>(
+                  [&] {
+                    epilogue::plan_program<epilogue::Swiglu>({c.x.view(), Major::k}, {c.w.view(), Major::k},
+                                                             {.tile = GemmTile::swap_m64n128}, "test");
+                  },
+                  "swap_m64n128 planned for a program at M = 100"),
+              HasSubstr("options.tile"));
   epilogue::ProgramPlan plan{
       mainloop::plan_launch({c.x.view(), Major::k}, {c.w.view(), Major::k}, {.tile = GemmTile::swap_m64n128}, "test"),
       {}};
-  try {
-    epilogue::launch_program(plan, program, nullptr);
-    ADD_FAILURE() << "launched a program on a swapped plan at M = 100";
-  } catch (const Unsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("plan"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT(refusal_of<Unsupported>([&] { epilogue::launch_program(plan, program, nullptr); },
+                                      "a program launched on a swapped plan at M = 100"),
+              HasSubstr("plan"));
 }
 
 // A plan whose token box does not tile the kernel's 64 token rows would leave each slot's expected
@@ -83,12 +84,9 @@ TEST(SwappedProgramGpu, RefusesATokenBoxThatDoesNotTileTheTokenRows) {
       epilogue::plan_program<epilogue::Swiglu>({c.x.view(), Major::k}, {c.w.view(), Major::k}, {}, "test");
   for (int32_t rows : {0, 12, 24, 128}) {  // 24 neither divides 64 nor holds 37 rows
     plan.main.token_box_rows = rows;
-    try {
-      epilogue::launch_program(plan, program, nullptr);
-      ADD_FAILURE() << "launched with a token box of " << rows << " rows";
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("token_box_rows"), std::string::npos) << e.what();
-    }
+    EXPECT_THAT(refusal_of<InvalidArgument>([&] { epilogue::launch_program(plan, program, nullptr); },
+                                            "a launch with a token box of " + std::to_string(rows) + " rows"),
+                HasSubstr("token_box_rows"));
   }
 }
 

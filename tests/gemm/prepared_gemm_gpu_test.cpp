@@ -9,6 +9,7 @@
 #include "coda/prepared_gemm.hpp"
 #include "support/device_tensor.hpp"
 #include "support/gpu.hpp"
+#include "support/refusal.hpp"
 
 namespace coda::test {
 namespace {
@@ -74,26 +75,20 @@ TEST(PreparedGemm, RefusesBadAddressesAndAMissingWorkspace) {
   const GemmOperand a{x.a.view(), Major::k}, b{x.b.view(), Major::k};
   const PreparedGemm plain(a, b, x.c.view());
   const auto* base = static_cast<unsigned char*>(x.a.device.get());
-  const auto message = [](auto&& call) {
-    try {
-      call();
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_EQ(message([&] { plain.run(nullptr, x.b.device.get(), x.c.device.get()); }),
+  const auto message = [](auto&& call, const char* what) { return refusal_of<InvalidArgument>(call, what); };
+  EXPECT_EQ(message([&] { plain.run(nullptr, x.b.device.get(), x.c.device.get()); }, "a null a"),
             "coda::PreparedGemm::run: argument 'a': is a null pointer");
-  EXPECT_EQ(message([&] { plain.run(base + 8, x.b.device.get(), x.c.device.get()); }),
+  EXPECT_EQ(message([&] { plain.run(base + 8, x.b.device.get(), x.c.device.get()); }, "a misaligned a"),
             "coda::PreparedGemm::run: argument 'a': base address must be 16-byte aligned for TMA");
-  EXPECT_THAT(message([&] { plain.run(base, x.b.device.get(), static_cast<unsigned char*>(x.c.device.get()) + 2); }),
+  EXPECT_THAT(message([&] { plain.run(base, x.b.device.get(), static_cast<unsigned char*>(x.c.device.get()) + 2); },
+                      "a misaligned c"),
               HasSubstr("argument 'c': base address must be 16-byte aligned"));
 
   const std::size_t bytes = gemm_workspace_bytes(a, b, x.c.view());
   DeviceBuffer workspace(bytes);
   const PreparedGemm split(a, b, x.c.view(), {.workspace = workspace.get(), .workspace_bytes = bytes});
   ASSERT_GT(split.plan().workspace_bytes, 0u);
-  EXPECT_THAT(message([&] { split.run(base, x.b.device.get(), x.c.device.get()); }),
+  EXPECT_THAT(message([&] { split.run(base, x.b.device.get(), x.c.device.get()); }, "a missing workspace"),
               HasSubstr("argument 'workspace': is null but the plan splits K and needs "));
 }
 
