@@ -23,12 +23,13 @@ struct LmHeadRow {
   int64_t t, h, v;
   bool final_norm;  // after the final RMSNorm: its rstd as the row scale, and the <dZ, Z> partials
   float softcap;
+  bool kept_logits;  // the forward stores the logits; the backward reads them (three GEMMs, M x V held)
   double fused_ms, forward_ms, backward_ms, gemms_ms, cublas_ms;
   double extra_gib;  // the workspaces and lse: everything beyond inputs, loss and gradients
   int64_t chunk;
 };
 
-LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softcap, CublasGemm& cublas,
+LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softcap, bool kept_logits, CublasGemm& cublas,
                   cudaStream_t stream) {
   Arena arena;
   const DType bf = DType::bf16;
@@ -46,15 +47,19 @@ LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softca
     options.row_scale = arena.vector(DType::f32, t, stream);
     backward_options.row_dots = arena.matrix(DType::f32, t, ops::row_partial_count(v), stream, false);
   }
-  const std::size_t forward_bytes = ops::cross_entropy_workspace_bytes(t, v);
-  const std::size_t backward_bytes = ops::cross_entropy_backward_workspace_bytes(t, v, h);
-  void* forward_ws = arena.allocate(forward_bytes);
-  void* backward_ws = arena.allocate(backward_bytes);
   // The three plain GEMMs of the same shapes: logits X W^T, dX = dY W, dW = dY^T X.
   const TensorView y = arena.matrix(bf, t, v, stream);
+  const TensorView logits = kept_logits ? arena.matrix(bf, t, v, stream, false) : TensorView{};
+  if (kept_logits) backward_options.logits = backward_options.grad_logits = logits;  // dZ in place
+  const std::size_t forward_bytes = ops::cross_entropy_workspace_bytes(t, v);
+  const std::size_t backward_bytes = ops::cross_entropy_backward_workspace_bytes(t, v, h, backward_options);
+  void* forward_ws = arena.allocate(forward_bytes);
+  void* backward_ws = arena.allocate(backward_bytes);
+  ops::CrossEntropyOptions forward_options = options;
+  forward_options.logits = logits;
 
   const auto forward = [&](int) {
-    ops::gemm_cross_entropy(x, w, targets, loss, lse, forward_ws, forward_bytes, stream, options);
+    ops::gemm_cross_entropy(x, w, targets, loss, lse, forward_ws, forward_bytes, stream, forward_options);
   };
   const auto backward = [&](int) {
     ops::gemm_cross_entropy_backward(x, w, targets, lse, grad_loss, grad_x, grad_w, backward_ws, backward_bytes, stream,
@@ -77,18 +82,20 @@ LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softca
                                                        }},
                                                       stream, 3, 1, 5);
   const double gib = double(1 << 30);
-  return {t,
-          h,
-          v,
-          final_norm,
-          softcap,
-          times[0].median_ms,
-          times[1].median_ms,
-          times[2].median_ms,
-          times[3].median_ms,
-          times[4].median_ms,
-          double(forward_bytes + backward_bytes + std::size_t(t) * 4) / gib,
-          ops::cross_entropy_backward_chunk_columns(t, v, h)};
+  return {
+      t,
+      h,
+      v,
+      final_norm,
+      softcap,
+      kept_logits,
+      times[0].median_ms,
+      times[1].median_ms,
+      times[2].median_ms,
+      times[3].median_ms,
+      times[4].median_ms,
+      double(forward_bytes + backward_bytes + std::size_t(t) * 4 + (kept_logits ? std::size_t(t * v) * 2 : 0)) / gib,
+      kept_logits ? v : ops::cross_entropy_backward_chunk_columns(t, v, h)};
 }
 
 }  // namespace
@@ -99,9 +106,10 @@ void lm_head_training_benchmark(std::ostream& json) {
   CublasGemm cublas(stream);
   std::vector<LmHeadRow> rows;
   for (const int64_t v : {128256, 32000})
-    for (const int64_t h : {2048, 4096}) rows.push_back(measure(8192, h, v, false, 0.0f, cublas, stream));
-  rows.push_back(measure(8192, 2048, 128256, true, 0.0f, cublas, stream));
-  rows.push_back(measure(8192, 2048, 128256, false, 30.0f, cublas, stream));
+    for (const int64_t h : {2048, 4096}) rows.push_back(measure(8192, h, v, false, 0.0f, false, cublas, stream));
+  rows.push_back(measure(8192, 2048, 128256, true, 0.0f, false, cublas, stream));
+  rows.push_back(measure(8192, 2048, 128256, false, 30.0f, false, cublas, stream));
+  for (const int64_t v : {128256, 32000}) rows.push_back(measure(8192, 2048, v, false, 0.0f, true, cublas, stream));
 
   std::printf(
       "\nLM head + cross-entropy, forward + backward (bf16, mean; options where the shape says): coda's two ops "
@@ -109,7 +117,8 @@ void lm_head_training_benchmark(std::ostream& json) {
       "plain GEMMs of the same shapes (X W^T, dY W, dY^T X; what the fused ops replace, without the logits) and "
       "cuBLAS's; TF/s counts 6 T V H. Extra memory: both workspaces and lse (coda allocates nothing else; inputs, "
       "loss and gradients not counted). +norm: after the final RMSNorm (its rstd as the row scale, the <dZ, Z> "
-      "partials for its backward); +softcap: soft-capping at 30. torch.compile at T=8192 H=2048 V=128256: 20.1 ms, 2.5 "
+      "partials for its backward); +softcap: soft-capping at 30; +kept: the forward stores the logits and the backward "
+      "reads them (three GEMMs; the logits counted as extra). torch.compile at T=8192 H=2048 V=128256: 20.1 ms, 2.5 "
       "GiB (an H200, "
       "not this run: docs/performance.md)\n");
   std::printf("%-32s %9s %9s %9s %9s %7s %9s %8s %9s %6s\n", "shape", "fwd+bwd", "forward", "backward", "3 GEMMs",
@@ -120,7 +129,8 @@ void lm_head_training_benchmark(std::ostream& json) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const LmHeadRow& r = rows[i];
     const std::string shape = "T=" + std::to_string(r.t) + " H=" + std::to_string(r.h) + " V=" + std::to_string(r.v) +
-                              (r.final_norm ? " +norm" : "") + (r.softcap > 0 ? " +softcap" : "");
+                              (r.final_norm ? " +norm" : "") + (r.softcap > 0 ? " +softcap" : "") +
+                              (r.kept_logits ? " +kept" : "");
     const double flops = 6.0 * double(r.t) * double(r.v) * double(r.h);
     std::printf("%-32s %9.3f %9.3f %9.3f %9.3f %7.3f %9.3f %8.1f %9.3f %6lld\n", shape.c_str(), r.fused_ms,
                 r.forward_ms, r.backward_ms, r.gemms_ms, r.fused_ms / r.gemms_ms, r.cublas_ms,

@@ -192,6 +192,24 @@ CODA_C_API coda_status coda_gemm_cross_entropy_backward(
     const coda_cross_entropy_options* options, const coda_tensor* row_scale, const coda_tensor* row_dots,
     int64_t chunk_columns, void* workspace, size_t workspace_bytes, void* stream);
 
+/* The backward from the forward's stored logits (coda_gemm_cross_entropy's `logits` output, M x V of
+ * x's type, with the same options): dZ from them into grad_logits (M x V, x's type; logits itself
+ * works: in place), then dW = dZ^T x and dX = dZ w. Three GEMMs with the forward where
+ * coda_gemm_cross_entropy_backward's recomputing takes four, for the M x V logits kept. row_dots is
+ * refused with a soft-cap (it needs the logits before the cap). The workspace: *bytes from
+ * coda_cross_entropy_backward_from_logits_workspace_bytes (16 bytes a row).
+ *
+ *   coda_gemm_cross_entropy(&x, &w, &t, &loss, &lse, &o, NULL, &logits, ws, ws_bytes, stream);
+ *   coda_gemm_cross_entropy_backward_from_logits(&x, &w, &t, &lse, &one, &logits, &logits, &dx, &dw,
+ *                                                &o, NULL, NULL, ws2, ws2_bytes, stream); */
+CODA_C_API coda_status coda_cross_entropy_backward_from_logits_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
+                                                                               size_t* bytes);
+CODA_C_API coda_status coda_gemm_cross_entropy_backward_from_logits(
+    const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets, const coda_tensor* lse,
+    const coda_tensor* grad_loss, const coda_tensor* logits, const coda_tensor* grad_logits, const coda_tensor* grad_x,
+    const coda_tensor* grad_w, const coda_cross_entropy_options* options, const coda_tensor* row_scale,
+    const coda_tensor* row_dots, void* workspace, size_t workspace_bytes, void* stream);
+
 /* ---- the MoE router (coda/ops/router.hpp, which has the full rules): scores = X W_r^T (M x E,
  * 1 <= E <= 512) reduced to k (weight, expert) pairs per token, selected on the fp32 scores.
  *

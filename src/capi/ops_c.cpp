@@ -31,6 +31,41 @@ ops::CrossEntropyOptions options_of(const coda_cross_entropy_options* o, Argumen
   return out;
 }
 
+// Both C entries of the cross-entropy backward (recomputing, or from stored logits): the rules of the
+// arguments C passes on their own (C++ nests them in `backward`) by their C names.
+coda_status cross_entropy_backward(const char* function, const coda_tensor* x, const coda_tensor* w,
+                                   const coda_tensor* targets, const coda_tensor* lse, const coda_tensor* grad_loss,
+                                   bool from_logits, const coda_tensor* logits, const coda_tensor* grad_logits,
+                                   const coda_tensor* grad_x, const coda_tensor* grad_w,
+                                   const coda_cross_entropy_options* options, const coda_tensor* row_scale,
+                                   const coda_tensor* row_dots, int64_t chunk_columns, void* workspace,
+                                   size_t workspace_bytes, void* stream) {
+  return c_call(function, [&] {
+    Views v(function);
+    const TensorView xv = v.tile("x", x), wv = v.tile("w", w), tv = v.vector("targets", targets),
+                     lv = v.vector("lse", lse), gv = v.vector("grad_loss", grad_loss), dxv = v.tile("grad_x", grad_x),
+                     dwv = v.tile("grad_w", grad_w);
+    ops::CrossEntropyOptions o = options_of(options, v.check);
+    o.row_scale = v.optional_vector("row_scale", row_scale);
+    ops::CrossEntropyBackwardOptions backward{.row_dots = v.optional_tile("row_dots", row_dots),
+                                              .chunk_columns = chunk_columns};
+    ops::check_chunk_columns(v.check, "chunk_columns", chunk_columns);
+    if (from_logits) {
+      backward.logits = v.tile("logits", logits);
+      backward.grad_logits = v.tile("grad_logits", grad_logits);
+      if (!v.check.failed())
+        ops::check_stored_logits(v.check, o.softcap, backward, xv.rows(), wv.rows(), xv.dtype,
+                                 {"logits", "grad_logits", "row_dots", "chunk_columns"});
+    }
+    if (backward.row_dots.data && !v.check.failed())
+      ops::check_partials(v.check, "row_dots", backward.row_dots, xv.rows(), ops::parts_along(wv.rows()),
+                          "one row per row of x", "one per 128 columns of the vocabulary: ceil(V / 128)");
+    v.check.throw_if_error();
+    ops::gemm_cross_entropy_backward(xv, wv, tv, lv, gv, dxv, dwv, workspace, workspace_bytes, stream_of(stream), o,
+                                     backward);
+  });
+}
+
 }  // namespace
 }  // namespace coda::capi
 
@@ -156,25 +191,34 @@ coda_status coda_gemm_cross_entropy_backward(const coda_tensor* x, const coda_te
                                              const coda_cross_entropy_options* options, const coda_tensor* row_scale,
                                              const coda_tensor* row_dots, int64_t chunk_columns, void* workspace,
                                              size_t workspace_bytes, void* stream) {
-  constexpr const char* kFunction = "coda_gemm_cross_entropy_backward";
+  return coda::capi::cross_entropy_backward("coda_gemm_cross_entropy_backward", x, w, targets, lse, grad_loss, false,
+                                            nullptr, nullptr, grad_x, grad_w, options, row_scale, row_dots,
+                                            chunk_columns, workspace, workspace_bytes, stream);
+}
+
+coda_status coda_cross_entropy_backward_from_logits_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
+                                                                    size_t* bytes) {
+  constexpr const char* kFunction = "coda_cross_entropy_backward_from_logits_workspace_bytes";
+  if (bytes != nullptr) *bytes = 0;
   return c_call(kFunction, [&] {
-    Views v(kFunction);
-    const coda::TensorView xv = v.tile("x", x), wv = v.tile("w", w), tv = v.vector("targets", targets),
-                           lv = v.vector("lse", lse), gv = v.vector("grad_loss", grad_loss),
-                           dxv = v.tile("grad_x", grad_x), dwv = v.tile("grad_w", grad_w);
-    coda::ops::CrossEntropyOptions o = coda::capi::options_of(options, v.check);
-    o.row_scale = v.optional_vector("row_scale", row_scale);
-    const coda::ops::CrossEntropyBackwardOptions backward{.row_dots = v.optional_tile("row_dots", row_dots),
-                                                          .chunk_columns = chunk_columns};
-    // The rules of the two arguments C passes on their own (C++ nests them in `backward`), by their C names.
-    coda::ops::check_chunk_columns(v.check, "chunk_columns", chunk_columns);
-    if (backward.row_dots.data && !v.check.failed())
-      coda::ops::check_partials(v.check, "row_dots", backward.row_dots, xv.rows(), coda::ops::parts_along(wv.rows()),
-                                "one row per row of x", "one per 128 columns of the vocabulary: ceil(V / 128)");
-    v.check.throw_if_error();
-    coda::ops::gemm_cross_entropy_backward(xv, wv, tv, lv, gv, dxv, dwv, workspace, workspace_bytes,
-                                           stream_of(stream), o, backward);
+    coda::ArgumentCheck check(kFunction);
+    check.not_null("bytes", bytes);
+    check.throw_if_error();
+    coda::ops::CrossEntropyBackwardOptions backward;
+    static char stored;  // the query reads only whether logits are given
+    backward.logits.data = &stored;
+    *bytes = coda::ops::cross_entropy_backward_workspace_bytes(m, vocab, k, backward);
   });
+}
+
+coda_status coda_gemm_cross_entropy_backward_from_logits(
+    const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets, const coda_tensor* lse,
+    const coda_tensor* grad_loss, const coda_tensor* logits, const coda_tensor* grad_logits, const coda_tensor* grad_x,
+    const coda_tensor* grad_w, const coda_cross_entropy_options* options, const coda_tensor* row_scale,
+    const coda_tensor* row_dots, void* workspace, size_t workspace_bytes, void* stream) {
+  return coda::capi::cross_entropy_backward("coda_gemm_cross_entropy_backward_from_logits", x, w, targets, lse,
+                                            grad_loss, true, logits, grad_logits, grad_x, grad_w, options, row_scale,
+                                            row_dots, 0, workspace, workspace_bytes, stream);
 }
 
 }  // extern "C"

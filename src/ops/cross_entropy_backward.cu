@@ -12,6 +12,7 @@
 #include "coda/epilogue/programs/cross_entropy.hpp"
 #include "coda/epilogue/programs/running_sum.hpp"
 #include "coda/ops/cross_entropy.hpp"
+#include "logits_gradient.hpp"
 #include "op_checks.hpp"
 #include "workspace_carve.hpp"
 
@@ -38,8 +39,14 @@ struct Workspace {
   std::size_t bytes;
 };
 
-Workspace layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns, void* base) {
+Workspace layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns, bool from_logits, void* base) {
   Workspace w{};
+  if (from_logits) {  // no chunks: the row factors alone
+    Carve carve(base);
+    w.row_factors = static_cast<float*>(carve.take(std::size_t(m * epilogue::kRowFactors) * 4));
+    w.bytes = carve.used();
+    return w;
+  }
   w.chunk = std::min(chunk_columns > 0 ? chunk_columns : cross_entropy_backward_chunk_columns(m, vocab, k),
                      round_up(vocab, kChunkAlign));
   w.chunks = (vocab + w.chunk - 1) / w.chunk;
@@ -109,6 +116,44 @@ void accumulate_grad_x(const TensorView& dz, const TensorView& w_chunk, float* s
   }
 }
 
+void launch_row_factors(const TensorView& targets, const TensorView& lse, const TensorView& grad_loss, int64_t rows,
+                        const RowFactorOptions& options, float* factors, cudaStream_t stream) {
+  row_factors<<<1, 1024, 0, stream>>>(static_cast<const int32_t*>(targets.data), static_cast<const float*>(lse.data),
+                                      static_cast<const float*>(grad_loss.data), rows, options, factors);
+  CODA_CUDA_CHECK(cudaGetLastError());
+}
+
+// The backward from stored logits: the row factors, dZ in one pass, then dW = dZ^T x and dX = dZ w
+// over the whole vocabulary (K = V: no running sum).
+void backward_from_logits(const TensorView& x, const TensorView& w, const TensorView& targets, const TensorView& lse,
+                          const TensorView& grad_loss, const TensorView& grad_x, const TensorView& grad_w,
+                          const Workspace& ws, cudaStream_t stream, const CrossEntropyOptions& options,
+                          const RowFactorOptions& factor_options, const CrossEntropyBackwardOptions& backward) {
+  const int64_t m = x.rows(), vocab = w.rows();
+  const TensorView dz = backward.grad_logits;
+  const GemmOperand dz_by_token{dz, Major::mn}, dz_by_vocab{dz, Major::k};
+  // Both GEMMs planned before anything runs: they check the device and their operands.
+  plan_gemm(dz_by_token, {x, Major::mn}, grad_w);
+  plan_gemm(dz_by_vocab, {w, Major::mn}, grad_x);
+  launch_row_factors(targets, lse, grad_loss, m, factor_options, ws.row_factors, stream);
+  launch_logits_gradient({.logits = backward.logits.data,
+                          .logits_ld = backward.logits.ld(),
+                          .grad_logits = backward.grad_logits.data,
+                          .grad_logits_ld = backward.grad_logits.ld(),
+                          .dtype = x.dtype,
+                          .rows = m,
+                          .vocab = vocab,
+                          .targets = static_cast<const int32_t*>(targets.data),
+                          .row_factors = ws.row_factors,
+                          .row_scale = static_cast<const float*>(options.row_scale.data),
+                          .row_dots = static_cast<float*>(backward.row_dots.data),
+                          .row_dots_ld = backward.row_dots.ld(),
+                          .softcap = options.softcap},
+                         stream);
+  gemm(dz_by_token, {x, Major::mn}, grad_w, stream);  // dW = dZ^T x
+  gemm(dz_by_vocab, {w, Major::mn}, grad_x, stream);  // dX = dZ w
+}
+
 }  // namespace
 
 int64_t cross_entropy_backward_chunk_columns(int64_t m, int64_t vocab, int64_t k) {
@@ -125,7 +170,7 @@ std::size_t cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int
   check.positive("m", m, "M").positive("vocab", vocab, "the vocabulary").positive("k", k, "K");
   check_chunk_columns(check, "backward.chunk_columns", backward.chunk_columns);
   check.throw_if_error();
-  return layout(m, vocab, k, backward.chunk_columns, nullptr).bytes;
+  return layout(m, vocab, k, backward.chunk_columns, backward.logits.data != nullptr, nullptr).bytes;
 }
 
 void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const TensorView& targets,
@@ -147,17 +192,32 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
     check_output(check, "grad_w", grad_w, g.n, k, grad_w.dtype, "one row per row of w");
     check_cross_entropy_options(check, options, g.m);
     check.require(options.logits.data == nullptr, "options.logits",
-                  "is set, but the backward stores no logits (it recomputes them chunk by chunk)");
+                  "is set, but the backward stores no logits (stored logits go in backward.logits)");
     if (backward.row_dots.data)
       check_partials(check, "backward.row_dots", backward.row_dots, g.m, parts_along(g.n), "one row per row of x",
                      "one per 128 columns of the vocabulary: row_partial_count(V)");
     check_chunk_columns(check, "backward.chunk_columns", backward.chunk_columns);
-    const Workspace ws = layout(g.m, g.n, k, backward.chunk_columns, workspace);
+    const bool from_logits = backward.logits.data != nullptr;
+    if (from_logits)
+      check_stored_logits(check, options.softcap, backward, g.m, g.n, x.dtype,
+                          {"backward.logits", "backward.grad_logits", "backward.row_dots", "backward.chunk_columns"});
+    else
+      check.require(backward.grad_logits.data == nullptr, "backward.grad_logits",
+                    "is set without backward.logits (dZ is written only when computed from stored logits)");
+    const Workspace ws = layout(g.m, g.n, k, backward.chunk_columns, from_logits, workspace);
     check_workspace(check, workspace, workspace_bytes, ws.bytes,
                     "coda::ops::cross_entropy_backward_workspace_bytes");
     check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "workspace",
                   "must be 16-byte aligned (the chunks of dZ and the sum of dX are written by TMA)");
     check.throw_if_error();
+
+    const RowFactorOptions factor_options{options.ignore_index, options.z_loss, options.label_smoothing, g.n,
+                                          options.reduction};
+    if (from_logits) {
+      backward_from_logits(x, w, targets, lse, grad_loss, grad_x, grad_w, ws, stream, options, factor_options,
+                           backward);
+      return;
+    }
 
     // The first chunk's plan before anything runs: it checks the device.
     const auto plan_chunk = [&](const TensorView& w_chunk) {
@@ -165,12 +225,7 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
                                                                     kFunction);
     };
     const epilogue::ProgramPlan first_plan = plan_chunk(rows_of(w, 0, std::min(ws.chunk, g.n)));
-
-    const RowFactorOptions factor_options{options.ignore_index, options.z_loss, options.label_smoothing, g.n,
-                                          options.reduction};
-    row_factors<<<1, 1024, 0, stream>>>(static_cast<const int32_t*>(targets.data), static_cast<const float*>(lse.data),
-                                        static_cast<const float*>(grad_loss.data), g.m, factor_options, ws.row_factors);
-    CODA_CUDA_CHECK(cudaGetLastError());
+    launch_row_factors(targets, lse, grad_loss, g.m, factor_options, ws.row_factors, stream);
 
     epilogue::CrossEntropyBackward program;
     program.targets = epilogue::column_vector(targets, "targets");

@@ -1,5 +1,7 @@
 #include "op_checks.hpp"
 
+#include <algorithm>
+
 namespace coda::ops {
 
 GemmShape check_projection(ArgumentCheck& check, const TensorView& x, const TensorView& w) {
@@ -128,6 +130,25 @@ void check_cross_entropy_options(ArgumentCheck& check, const CrossEntropyOptions
 void check_chunk_columns(ArgumentCheck& check, const char* argument, int64_t chunk_columns) {
   check.require(chunk_columns >= 0 && chunk_columns % 128 == 0, argument, "is ", chunk_columns,
                 " but must be 0 (chosen) or a positive multiple of 128");
+}
+
+void check_stored_logits(ArgumentCheck& check, float softcap, const CrossEntropyBackwardOptions& backward, int64_t m,
+                         int64_t vocab, DType dtype, const StoredLogitsNames& names) {
+  const TensorView &in = backward.logits, &out = backward.grad_logits;
+  check_output(check, names.logits, in, m, vocab, dtype, "one row per row of x");
+  check_output(check, names.grad_logits, out, m, vocab, dtype, "one row per row of x");
+  check.require(backward.chunk_columns == 0, names.chunk_columns, "is ", backward.chunk_columns,
+                " but must be 0 with stored logits (they are read whole: no chunks)");
+  check.require(!(softcap > 0.0f && backward.row_dots.data), names.row_dots,
+                "cannot be computed from soft-capped stored logits (<dZ, Z> needs the logits before the cap); "
+                "recompute them instead (no stored logits)");
+  if (check.failed()) return;
+  const auto* a = static_cast<const char*>(in.data);
+  const auto* b = static_cast<const char*>(out.data);
+  const int64_t span = ((m - 1) * std::max(in.ld(), out.ld()) + vocab) * int64_t(in.element_bytes());
+  const bool in_place = a == b && in.ld() == out.ld();
+  check.require(in_place || a + span <= b || b + span <= a, names.grad_logits, "overlaps ", names.logits,
+                " without being it (in place: the same address and row stride)");
 }
 
 }  // namespace coda::ops

@@ -69,6 +69,19 @@ void check_cross_entropy_options(ArgumentCheck& check, const CrossEntropyOptions
 /// a positive multiple of 128.
 void check_chunk_columns(ArgumentCheck& check, const char* argument, int64_t chunk_columns);
 
+/// The names the stored-logits arguments of the cross-entropy backward have where they are checked.
+struct StoredLogitsNames {
+  const char* logits;
+  const char* grad_logits;
+  const char* row_dots;
+  const char* chunk_columns;
+};
+
+/// CrossEntropyBackwardOptions::logits and grad_logits (M x V of `dtype`, TMA-aligned rows; grad_logits
+/// is logits or overlaps nothing of it), chunk_columns 0, and no row_dots with a soft-cap.
+void check_stored_logits(ArgumentCheck& check, float softcap, const CrossEntropyBackwardOptions& backward, int64_t m,
+                         int64_t vocab, DType dtype, const StoredLogitsNames& names);
+
 /// A vector of `length` elements of one of `types`.
 void check_vector(ArgumentCheck& check, const char* argument, const TensorView& t, int64_t length,
                   std::initializer_list<DType> types);

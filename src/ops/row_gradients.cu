@@ -15,6 +15,7 @@
 #include "coda/epilogue/parts.hpp"
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/rope.hpp"
+#include "half_values.cuh"
 #include "op_checks.hpp"
 
 namespace coda::ops {
@@ -48,17 +49,6 @@ struct RowGradientArguments {
   int64_t rows;
   int64_t cols;
 };
-
-template <class T>
-__device__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return __half2float(v);
-}
-template <class T>
-__device__ T from_float(float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
-  else return __float2half_rn(v);
-}
 
 // The lane's 4 values of a row from `column` on (fewer past the row's end: zeros), one 8-byte load
 // where all 4 are inside (rows are 16-byte aligned and column a multiple of 4).

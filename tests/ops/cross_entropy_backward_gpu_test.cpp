@@ -2,7 +2,7 @@
 // feeds the backward, whose dX and dW are compared with dZ = reference::cross_entropy_backward
 // carried through fp64 GEMMs. Residue shapes (T = 1, 7, 129; V = 1000 ... 128256), every option,
 // one chunk and many, all targets ignored, a target outside the vocabulary, logits near +-1e4,
-// bitwise repeatability, and a running sum of dX past 2^31 elements.
+// bitwise repeatability, a running sum of dX past 2^31 elements, and the backward from stored logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,6 +31,8 @@ struct Case {
   std::vector<int32_t> targets{};  // empty: random, every tenth ignored
   double x_scale = 2.0;            // x uniform in [-x_scale, x_scale)
   bool constant_x = false;         // every element of x 0.0115 (bytes 0x3C): quick to make at 2^31 elements
+  bool stored_logits = false;      // the backward reads the forward's logits (backward.logits)
+  bool in_place = true;            // with stored logits: dZ over them, or into a buffer of its own
 };
 
 reference::LossReduction reduction_of(ops::LossReduction r) {
@@ -43,6 +45,7 @@ struct Result {
   DeviceTensor grad_x, grad_w, row_dots, lse;
   std::vector<int32_t> targets;
   DeviceTensor x, w, rstd, grad_loss, target_tensor;
+  DeviceTensor logits, grad_logits;  // with stored logits: M x V (else 1 x 8)
 };
 
 // The backward of case c on r's inputs; outputs poisoned first, the workspace garbage from `seed`.
@@ -51,6 +54,11 @@ void backward(Result& r, const Case& c, uint64_t seed = 7) {
   if (c.row_scale) options.row_scale = r.rstd.vector_view();
   ops::CrossEntropyBackwardOptions backward{.row_dots = {}, .chunk_columns = c.chunk};
   if (c.row_dots) backward.row_dots = r.row_dots.view();
+  if (c.stored_logits) {
+    r.logits.upload();  // the forward's logits (an earlier in-place run consumed the device copy)
+    backward.logits = r.logits.view();
+    backward.grad_logits = c.in_place ? r.logits.view() : r.grad_logits.poison().view();
+  }
   r.grad_x.poison();
   r.grad_w.poison();
   r.row_dots.poison();
@@ -81,7 +89,9 @@ Result run(const Case& c) {
            DeviceTensor(DType::bf16, c.v, c.k),
            DeviceTensor(DType::f32, 1, c.t),
            DeviceTensor(DType::f32, 1, c.options.reduction == ops::LossReduction::none ? c.t : 1),
-           int_vector(targets)};
+           int_vector(targets),
+           DeviceTensor(DType::bf16, c.stored_logits ? c.t : 1, c.stored_logits ? c.v : 8),
+           DeviceTensor(DType::bf16, c.stored_logits ? c.t : 1, c.stored_logits ? c.v : 8)};
   if (c.constant_x) {
     std::memset(r.x.host.bytes.data(), 0x3C, r.x.host.bytes.size());
     r.x.upload();
@@ -97,10 +107,12 @@ Result run(const Case& c) {
   DeviceBuffer forward_ws(ops::cross_entropy_workspace_bytes(c.t, c.v, options));
   forward_ws.garbage(3);
   r.lse.poison();
+  if (c.stored_logits) options.logits = r.logits.poison().view();
   ops::gemm_cross_entropy(r.x.view(), r.w.view(), r.target_tensor.vector_view(), loss.vector_view(),
                           r.lse.vector_view(), forward_ws.get(), forward_ws.bytes(), nullptr, options);
   CODA_CUDA_CHECK(cudaDeviceSynchronize());
   r.lse.download();
+  if (c.stored_logits) r.logits.download();
   backward(r, c);
   return r;
 }
@@ -146,8 +158,17 @@ void expect_matches_reference(const Case& c) {
   const reference::CrossEntropyOptions ro = reference_options(c.options);
   const reference::CrossEntropyLoss loss = reference::cross_entropy(z, r.targets, ro);
   EXPECT_LT(reference::relative_error(r.lse.host.matrix().data, loss.lse), 1e-5);
+  reference::Vector lse = loss.lse;
+  if (c.stored_logits) {
+    // The backward reads the 16-bit logits the forward stored (after the cap): the reference takes the
+    // same values, uncapped in fp64, and the forward's lse.
+    z = r.logits.host.matrix();
+    if (c.options.softcap > 0)
+      for (double& v : z.data) v = c.options.softcap * std::atanh(v / c.options.softcap);
+    lse = r.lse.host.matrix().data;
+  }
   const reference::CrossEntropyBackward want =
-      reference::cross_entropy_backward(z, r.targets, loss.lse, r.grad_loss.host.matrix().data, 128, ro);
+      reference::cross_entropy_backward(z, r.targets, lse, r.grad_loss.host.matrix().data, 128, ro);
   const reference::Matrix dzs = c.row_scale ? reference::row_scale(want.grad_logits, rstd) : want.grad_logits;
   const reference::Matrix want_dx = reference::gemm(dzs, Major::k, r.w.host.matrix(), Major::mn);
   const reference::Matrix want_dw = reference::gemm(dzs, Major::mn, r.x.host.matrix(), Major::mn);
@@ -202,6 +223,37 @@ TEST(CrossEntropyBackwardGpu, MatchesReferenceForEveryOption) {
   expect_matches_reference({.t = 1100, .v = 5000, .k = 4096, .chunk = 1024});
 }
 
+// The backward from stored logits (three GEMMs): every option, in place and into a buffer of its own,
+// residue shapes, vocabularies that are not a multiple of 4 (a lane's last columns read one by one).
+TEST(CrossEntropyBackwardGpu, FromStoredLogitsMatchesReference) {
+  CODA_REQUIRE_HOPPER();
+  const ops::CrossEntropyOptions smoothing_z = options_of(-100, 0.1f, 1e-3f, 0.0f, ops::LossReduction::none);
+  const ops::CrossEntropyOptions capped_sum = options_of(-100, 0.0f, 0.0f, 15.0f, ops::LossReduction::sum);
+  const ops::CrossEntropyOptions every = options_of(5, 0.05f, 1e-4f, 20.0f, ops::LossReduction::mean);
+  expect_matches_reference({.t = 1, .v = 1000, .k = 64, .stored_logits = true});
+  expect_matches_reference(
+      {.t = 7, .v = 32000, .k = 72, .options = smoothing_z, .stored_logits = true, .in_place = false});
+  expect_matches_reference(
+      {.t = 129, .v = 1001, .k = 64, .options = capped_sum, .row_scale = true, .stored_logits = true});
+  expect_matches_reference({.t = 129,
+                            .v = 50257,
+                            .k = 136,
+                            .options = every,
+                            .row_scale = true,
+                            .f32_grads = true,
+                            .stored_logits = true,
+                            .in_place = false});
+  expect_matches_reference({.t = 129,
+                            .v = 5003,
+                            .k = 64,
+                            .options = smoothing_z,
+                            .row_scale = true,
+                            .row_dots = true,
+                            .stored_logits = true});
+  expect_matches_reference(
+      {.t = 1100, .v = 5000, .k = 4096, .row_scale = true, .row_dots = true, .stored_logits = true});
+}
+
 TEST(CrossEntropyBackwardGpu, EveryTargetIgnoredGivesZeroGradients) {
   CODA_REQUIRE_HOPPER();
   for (const int64_t chunk : {0, 256}) {
@@ -238,6 +290,18 @@ TEST(CrossEntropyBackwardGpu, BitwiseRepeatable) {
   EXPECT_EQ(r.grad_x.host.bytes, dx);
   EXPECT_EQ(r.grad_w.host.bytes, dw);
   EXPECT_EQ(r.row_dots.host.bytes, dots);
+  for (const bool in_place : {true, false}) {
+    Case stored = c;
+    stored.chunk = 0;
+    stored.stored_logits = true;
+    stored.in_place = in_place;
+    Result s = run(stored);
+    const auto sx = s.grad_x.host.bytes, sw = s.grad_w.host.bytes, sd = s.row_dots.host.bytes;
+    backward(s, stored, /*seed=*/8);
+    EXPECT_EQ(s.grad_x.host.bytes, sx);
+    EXPECT_EQ(s.grad_w.host.bytes, sw);
+    EXPECT_EQ(s.row_dots.host.bytes, sd);
+  }
 }
 
 // T x K = 2^31 + 129 x 2048 elements: the running sum of dX is launched in row blocks; rows on

@@ -35,6 +35,17 @@ struct Arguments {
   std::string error() const { return run().message(); }
 };
 
+// Arguments' tensors as the C ABI's structs.
+struct CTensors {
+  coda_tensor x = {memory, CODA_BF16, 2, {kM, kK}, {kK, 1}};
+  coda_tensor w = {memory, CODA_BF16, 2, {kV, kK}, {kK, 1}};
+  coda_tensor targets = {memory, CODA_I32, 1, {kM}, {1}};
+  coda_tensor lse = {memory, CODA_F32, 1, {kM}, {1}};
+  coda_tensor grad_loss = {memory, CODA_F32, 1, {1}, {1}};
+  coda_tensor grad_x = {memory, CODA_BF16, 2, {kM, kK}, {kK, 1}};
+  coda_tensor grad_w = {memory, CODA_BF16, 2, {kV, kK}, {kK, 1}};
+};
+
 TEST(CrossEntropyBackwardValidation, TensorRules) {
   Arguments a;
   a.w = tile(kV, kK + 8);
@@ -107,6 +118,59 @@ TEST(CrossEntropyBackwardValidation, ValidArgumentsReachTheDeviceCheck) {
   EXPECT_THAT(s.message(), Not(HasSubstr("argument")));
 }
 
+// Stored logits (backward.logits): M x V of x's type, grad_logits the same or a buffer apart, no chunk
+// width, no row_dots with a soft-cap.
+TEST(CrossEntropyBackwardValidation, StoredLogitsRules) {
+  const TensorView logits = tile(kM, kV);
+  const TensorView apart = TensorView::matrix(memory + (512 << 10), DType::bf16, kM, kV);
+  const auto stored = [&](TensorView in, TensorView out) {
+    Arguments a;
+    a.backward.logits = in;
+    a.backward.grad_logits = out;
+    a.bytes = ops::cross_entropy_backward_workspace_bytes(kM, kV, kK, a.backward);
+    return a;
+  };
+  Arguments a = stored(tile(kM, kV - 8), logits);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.logits'"));
+  a = stored(tile(kM, kV, DType::f16), logits);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.logits': dtype f16 must be bf16"));
+  a = stored(logits, {});
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.grad_logits'"));
+  a = stored(logits, tile(kM - 1, kV));
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.grad_logits'"));
+  // Half a row further on: overlapping without being in place.
+  a = stored(logits, TensorView::matrix(memory + 1024, DType::bf16, kM, kV));
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.grad_logits': overlaps backward.logits without being it"));
+  a = stored(logits, logits);
+  a.backward.chunk_columns = 256;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.chunk_columns': is 256 but must be 0 with stored logits"));
+  a = stored(logits, logits);
+  a.options.softcap = 30.0f;
+  a.backward.row_dots = tile(kM, 8, DType::f32);
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.row_dots': cannot be computed from soft-capped stored logits"));
+  a = {};
+  a.backward.grad_logits = logits;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.grad_logits': is set without backward.logits"));
+  // The workspace: the row factors alone (16 bytes a row, rounded up to 256).
+  EXPECT_EQ(ops::cross_entropy_backward_workspace_bytes(kM, kV, kK, {.logits = logits, .grad_logits = logits}),
+            std::size_t(kM * 16 + 255) / 256 * 256);
+  a = stored(logits, logits);
+  a.bytes -= 4;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'workspace': holds"));
+  // Valid, in place or apart, with a soft-cap (no row_dots) or a row scale and row_dots: only the device is left.
+  if (!hopper_available()) {
+    for (const TensorView& out : {logits, apart}) {
+      a = stored(logits, out);
+      a.options.row_scale = vec(kM);
+      a.backward.row_dots = tile(kM, 8, DType::f32);
+      EXPECT_EQ(a.run().code(), StatusCode::unsupported) << a.error();
+      a = stored(logits, out);
+      a.options.softcap = 30.0f;
+      EXPECT_EQ(a.run().code(), StatusCode::unsupported) << a.error();
+    }
+  }
+}
+
 TEST(CrossEntropyBackwardValidation, ChunkWidthAndWorkspace) {
   // T = 8192, H = 2048, V = 128256: 8192-column chunks (128 MiB of dZ) beside the 64 MiB sum of dX.
   EXPECT_EQ(ops::cross_entropy_backward_chunk_columns(8192, 128256, 2048), 8192);
@@ -138,13 +202,7 @@ TEST(CrossEntropyBackwardValidation, CAbi) {
   ASSERT_EQ(coda_cross_entropy_backward_workspace_bytes(kM, kV, kK, 0, &bytes), CODA_OK);
   EXPECT_EQ(bytes, ops::cross_entropy_backward_workspace_bytes(kM, kV, kK));
 
-  coda_tensor x = {memory, CODA_BF16, 2, {kM, kK}, {kK, 1}};
-  coda_tensor w = {memory, CODA_BF16, 2, {kV, kK}, {kK, 1}};
-  coda_tensor targets = {memory, CODA_I32, 1, {kM}, {1}};
-  coda_tensor lse = {memory, CODA_F32, 1, {kM}, {1}};
-  coda_tensor grad_loss = {memory, CODA_F32, 1, {1}, {1}};
-  coda_tensor grad_x = {memory, CODA_BF16, 2, {kM, kK}, {kK, 1}};
-  coda_tensor grad_w = {memory, CODA_BF16, 2, {kV, kK}, {kK, 1}};
+  auto [x, w, targets, lse, grad_loss, grad_x, grad_w] = CTensors{};
   EXPECT_EQ(coda_gemm_cross_entropy_backward(&x, &w, &targets, &lse, nullptr, &grad_x, &grad_w, nullptr, nullptr,
                                              nullptr, 0, memory, bytes, nullptr),
             CODA_INVALID_ARGUMENT);
@@ -165,6 +223,38 @@ TEST(CrossEntropyBackwardValidation, CAbi) {
   EXPECT_THAT(coda_last_error(), HasSubstr("coda_gemm_cross_entropy_backward: argument 'row_dots'"));
   EXPECT_EQ(coda_cross_entropy_backward_workspace_bytes(kM, kV, kK, 100, &bytes), CODA_INVALID_ARGUMENT);
   EXPECT_THAT(coda_last_error(), HasSubstr("argument 'chunk_columns'"));
+}
+
+TEST(CrossEntropyBackwardValidation, CAbiFromLogits) {
+  std::size_t bytes = 1;
+  EXPECT_EQ(coda_cross_entropy_backward_from_logits_workspace_bytes(0, kV, kK, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_THAT(coda_last_error(), HasSubstr("coda_cross_entropy_backward_from_logits_workspace_bytes: argument 'm'"));
+  EXPECT_EQ(coda_cross_entropy_backward_from_logits_workspace_bytes(kM, kV, kK, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'bytes': is a null pointer"));
+  ASSERT_EQ(coda_cross_entropy_backward_from_logits_workspace_bytes(kM, kV, kK, &bytes), CODA_OK);
+  EXPECT_EQ(bytes, std::size_t(kM * 16 + 255) / 256 * 256);
+
+  auto [x, w, targets, lse, grad_loss, grad_x, grad_w] = CTensors{};
+  coda_tensor logits = {memory, CODA_BF16, 2, {kM, kV}, {kV, 1}};
+  coda_tensor narrow = {memory, CODA_BF16, 2, {kM, kV - 8}, {kV, 1}};
+  const auto call = [&](const coda_tensor* in, const coda_tensor* out, const coda_cross_entropy_options* o,
+                        const coda_tensor* row_dots) {
+    return coda_gemm_cross_entropy_backward_from_logits(&x, &w, &targets, &lse, &grad_loss, in, out, &grad_x, &grad_w,
+                                                        o, nullptr, row_dots, memory, bytes, nullptr);
+  };
+  EXPECT_EQ(call(nullptr, &logits, nullptr, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("coda_gemm_cross_entropy_backward_from_logits: argument 'logits'"));
+  EXPECT_EQ(call(&logits, &narrow, nullptr, nullptr), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'grad_logits'"));
+  const coda_cross_entropy_options capped = {-100, 0.0f, 0.0f, 30.0f, CODA_REDUCTION_MEAN};
+  coda_tensor row_dots = {memory, CODA_F32, 2, {kM, 8}, {8, 1}};
+  EXPECT_EQ(call(&logits, &logits, &capped, &row_dots), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'row_dots': cannot be computed from soft-capped stored logits"));
+  if (!hopper_available()) {
+    EXPECT_EQ(call(&logits, &logits, &capped, nullptr), CODA_UNSUPPORTED);
+    EXPECT_THAT(coda_last_error(), Not(HasSubstr("argument")));
+  }
 }
 
 }  // namespace

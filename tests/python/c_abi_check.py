@@ -215,6 +215,24 @@ def every_function(abi, gpu):
     expect_runs(abi, gpu, abi.gemm_cross_entropy(ref(a), ref(w_vocab), ref(targets), ref(loss), ref(lse),
                                                  ref(options), None, None, workspace.data, size.value, s),
                 "coda_gemm_cross_entropy")
+    # The backward from stored logits (three GEMMs): logits in, dZ over them.
+    logits, _ = mem.tensor(BF16, m, vocab)
+    grad_loss, _ = mem.tensor(F32, 1)
+    grad_a, _ = mem.tensor(BF16, m, k)
+    grad_w_vocab, _ = mem.tensor(BF16, vocab, k)
+    expect_refused(abi, abi.cross_entropy_backward_from_logits_workspace_bytes(m, vocab, k, None),
+                   "coda_cross_entropy_backward_from_logits_workspace_bytes", "bytes")
+    check(abi.cross_entropy_backward_from_logits_workspace_bytes(m, vocab, k, ctypes.byref(size)) == OK,
+          "coda_cross_entropy_backward_from_logits_workspace_bytes: " + abi.message())
+    workspace, _ = mem.tensor(F32, max(size.value // 4, 1))
+    expect_refused(abi, abi.gemm_cross_entropy_backward_from_logits(
+        ref(a), ref(w_vocab), ref(targets), ref(lse), ref(grad_loss), None, ref(logits), ref(grad_a),
+        ref(grad_w_vocab), ref(options), None, None, workspace.data, size.value, s),
+        "coda_gemm_cross_entropy_backward_from_logits", "logits")
+    expect_runs(abi, gpu, abi.gemm_cross_entropy_backward_from_logits(
+        ref(a), ref(w_vocab), ref(targets), ref(lse), ref(grad_loss), ref(logits), ref(logits), ref(grad_a),
+        ref(grad_w_vocab), ref(options), None, None, workspace.data, size.value, s),
+        "coda_gemm_cross_entropy_backward_from_logits")
 
     w_router, _ = mem.tensor(BF16, 60, k, fill="randn")
     weights, _ = mem.tensor(F32, m, 4)
@@ -393,6 +411,27 @@ def results_on_gpu(abi):
     want = torch.nn.functional.cross_entropy(logits, targets.long(), label_smoothing=0.1)
     torch.cuda.synchronize()
     check(abs(loss.item() - want.item()) < 1e-3 * abs(want.item()), f"coda_gemm_cross_entropy: {loss.item()} vs {want.item()}")
+
+    # Its backward from the stored logits (in place) against torch's autograd in fp64, the workspace garbage.
+    stored = torch.full((m, (vocab + 7) // 8 * 8), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :vocab]
+    check(abi.cross_entropy_workspace_bytes(m, vocab, ref(options), ctypes.byref(size)) == OK, abi.message())
+    check(abi.gemm_cross_entropy(ref(view(x, BF16)), ref(view(w, BF16)), ref(view(targets, I32)), ref(view(loss, F32)),
+                                 ref(view(lse, F32)), ref(options), None, ref(view(stored, BF16)),
+                                 ctypes.c_void_p(garbage.data_ptr()), size.value, s) == OK, abi.message())
+    check(abi.cross_entropy_backward_from_logits_workspace_bytes(m, vocab, k, ctypes.byref(size)) == OK, abi.message())
+    garbage = torch.randint(-2**31, 2**31 - 1, ((size.value + 3) // 4,), device="cuda", dtype=torch.int32)
+    one = torch.ones(1, device="cuda")
+    dx, dw = torch.full_like(x, float("nan")), torch.full_like(w, float("nan"))
+    check(abi.gemm_cross_entropy_backward_from_logits(
+        ref(view(x, BF16)), ref(view(w, BF16)), ref(view(targets, I32)), ref(view(lse, F32)), ref(view(one, F32)),
+        ref(view(stored, BF16)), ref(view(stored, BF16)), ref(view(dx, BF16)), ref(view(dw, BF16)), ref(options), None,
+        None, ctypes.c_void_p(garbage.data_ptr()), size.value, s) == OK, abi.message())
+    x64, w64 = x.double().requires_grad_(), w.double().requires_grad_()
+    torch.nn.functional.cross_entropy(x64 @ w64.T, targets.long(), label_smoothing=0.1).backward()
+    torch.cuda.synchronize()
+    for name, got, want in (("dx", dx, x64.grad), ("dw", dw, w64.grad)):
+        error = relative_error(got, want)
+        check(error < 2e-2, f"coda_gemm_cross_entropy_backward_from_logits: {name} error {error:.2e}")
 
 
 def part_sums(t, width):

@@ -26,6 +26,17 @@
 // forward's size with the forward; the workspace holds 4 floats a row, M x chunk 16-bit values and,
 // with more than one chunk, the M x K f32 sum. options.gemm applies to the logits GEMM; the dW and
 // dX GEMMs run with the defaults.
+//
+// Where memory allows, keep the forward's logits and skip the recompute (three GEMMs instead of
+// four; CrossEntropyBackwardOptions::logits):
+//
+//   options.logits = logits;                                   // M x V, x's type
+//   coda::ops::gemm_cross_entropy(x, w_lm_head, targets, loss, lse, ws, bytes, stream, options);
+//   options.logits = {};
+//   coda::ops::CrossEntropyBackwardOptions backward{.logits = logits, .grad_logits = logits};  // in place
+//   std::size_t bytes = coda::ops::cross_entropy_backward_workspace_bytes(tokens, vocab, hidden, backward);
+//   coda::ops::gemm_cross_entropy_backward(x, w_lm_head, targets, lse, grad_loss, grad_x, grad_w,
+//                                          workspace, bytes, stream, options, backward);
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -71,10 +82,22 @@ struct CrossEntropyBackwardOptions {
   // Optional f32, M x row_partial_count(V) (rmsnorm.hpp): row partials of <dZ, Z>, Z the GEMM's
   // output after the row scale (before soft-capping): the statistic of the final RMSNorm's backward
   // (gemm_residual_rmsnorm_backward's row_dots).
-  TensorView row_dots;
+  TensorView row_dots{};
   // Vocabulary columns per chunk, a multiple of 128 (the last chunk takes the rest); 0: chosen for
   // the GPU (cross_entropy_backward_chunk_columns). The workspace query takes the same value.
   int64_t chunk_columns = 0;
+  // Optional: the forward's stored logits (CrossEntropyOptions::logits of gemm_cross_entropy, M x V,
+  // x's type, the same options). With them the backward reads each logit instead of recomputing it:
+  // dZ = f(logits) into grad_logits in one pass, then dW = dZ^T x and dX = dZ w over the whole
+  // vocabulary: three GEMMs of the forward's size with the forward where recomputing takes four,
+  // for M x V 16-bit values of memory (PyTorch's and torch.compile's trade). chunk_columns must be 0.
+  // The logits are bf16/f16-rounded, so dZ follows them as PyTorch's bf16 gradient does (the
+  // recomputing path reads fp32 accumulators). With a soft-cap, row_dots needs the logits before the
+  // cap and is refused.
+  TensorView logits{};
+  // With logits: where dZ goes (M x V, x's type; times the row scale), logits itself (in place: the
+  // logits are consumed) or another buffer; rows 16-byte aligned like the logits'.
+  TensorView grad_logits{};
 };
 
 /// The chunk width the backward picks for M rows, a vocabulary of V and K columns of x: what fits a
@@ -83,7 +106,8 @@ struct CrossEntropyBackwardOptions {
 /// most V rounded up to 128 (one chunk: no running sum).
 CODA_API int64_t cross_entropy_backward_chunk_columns(int64_t m, int64_t vocab, int64_t k);
 
-/// Bytes of the workspace gemm_cross_entropy_backward needs (M, vocab, k >= 1); any contents.
+/// Bytes of the workspace gemm_cross_entropy_backward needs (M, vocab, k >= 1); any contents. With
+/// backward.logits set (only its address is read): 16 bytes a row.
 CODA_API std::size_t cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
                                                             const CrossEntropyBackwardOptions& backward = {});
 

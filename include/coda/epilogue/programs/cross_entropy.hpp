@@ -68,6 +68,22 @@ CODA_HD void write_row_factors(float* row, float lse, float g, float z_loss, flo
   row[kTarget] = g * (1.0f - label_smoothing);
 }
 
+/// dY of one logit y from its row's factors (a row of the row_factors table) and whether its column is
+/// the row's target: g (1 + 2 lambda lse) p - g eps / V - g (1 - eps) [n == t], p = exp(y - lse).
+/// The one home of the formula: CrossEntropyBackward's epilogue and the backward from stored logits
+/// (ops/cross_entropy.hpp) both call it.
+CODA_HD float cross_entropy_gradient(float y, float lse_log2, float softmax_scale, float smoothing, float target,
+                                     bool is_target) {
+  const float dy = softmax_scale * exp2_approx(y * kLog2e - lse_log2) - smoothing;
+  return is_target ? dy - target : dy;
+}
+
+/// dZ through the soft-cap from the capped logit y = cap tanh(z / cap) and its dY: dY (1 - (y / cap)^2).
+CODA_HD float softcap_slope(float y, float inverse_softcap) {
+  const float tanh_value = y * inverse_softcap;
+  return 1.0f - tanh_value * tanh_value;
+}
+
 struct CrossEntropyBackward {
   ColumnVector targets{};    // int32, M
   Table row_factors{};       // f32, M x kRowFactors (one batch; the op's row_factors kernel)
@@ -82,10 +98,9 @@ struct CrossEntropyBackward {
   // instructions per element (the code runs once per tile: its length bounds the epilogue).
   template <class Tile>
   CODA_HD float gradient(const Tile& t, const Element& x, float y) const {
-    const float p = exp2_approx(y * kLog2e - t.load(row_factors, x.row, kLseLog2));
-    const float dy = t.load(row_factors, x.row, kSoftmaxScale) * p - t.load(row_factors, x.row, kSmoothing);
-    const float target = t.load(row_factors, x.row, kTarget);
-    return x.col + first_column == t.load_index(targets, x) ? dy - target : dy;
+    return cross_entropy_gradient(y, t.load(row_factors, x.row, kLseLog2), t.load(row_factors, x.row, kSoftmaxScale),
+                                  t.load(row_factors, x.row, kSmoothing), t.load(row_factors, x.row, kTarget),
+                                  x.col + first_column == t.load_index(targets, x));
   }
 
   // dZ at x (whose value is Z) through the soft-cap: dY (1 - (Y / cap)^2), Y = cap tanh(Z / cap).
