@@ -106,6 +106,9 @@ def op_cases(tokens=8192, hidden=2048, intermediate=5632, vocab=128256, head_dim
          coda.linear_cross_entropy, (x, rand(vocab, hidden, scale=0.02), torch.randint(0, vocab, (tokens,),
                                                                                       device="cuda"))),
     ]
+    name, shape, reference, _, inputs = cases[-1]
+    cases.append((name + " keep_logits", shape, reference,
+                  lambda *args: coda.linear_cross_entropy(*args, keep_logits=True), inputs))
     return cases
 
 

@@ -91,6 +91,15 @@ def test_cross_entropy_row_scale_and_logits_shapes():
     assert x.grad.shape == x.shape
 
 
+def test_cross_entropy_keep_logits_shapes():
+    """keep_logits: the loss alone is returned; the backward (through the stored logits) gives every gradient."""
+    x, w = meta(10, 64, grad=True), meta(1001, 64, grad=True)
+    loss = coda.linear_cross_entropy(x, w, meta(10, dtype=torch.int64), keep_logits=True)
+    assert isinstance(loss, torch.Tensor) and loss.shape == ()
+    loss.backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape
+
+
 def test_compile_fullgraph_traces_a_training_step():
     """No graph break in forward or backward: fullgraph=True raises on one. Meta inputs, so nothing runs."""
 
@@ -260,6 +269,56 @@ def test_patch_replaces_llama_mlps_keeping_weights():
         coda.patch(torch.nn.Sequential(torch.nn.Linear(4, 4)))
 
 
+def test_patch_fuses_llama_attention_projections():
+    """q_proj, k_proj, v_proj become one w_qkv (Q and K rows interleaved per head); attention=False keeps them."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+    model = transformers.LlamaForCausalLM(config)
+    attention = model.model.layers[1].self_attn
+    q, k, v = (getattr(attention, n).weight.detach().clone() for n in ("q_proj", "k_proj", "v_proj"))
+    coda.patch(model)
+    assert not hasattr(attention, "q_proj") and attention.w_qkv.shape == (128, 64)
+    assert torch.equal(attention.w_qkv, coda.rotate_half_to_interleaved(torch.cat([q, k, v]), 16, 6))
+    kept = coda.patch(transformers.LlamaForCausalLM(config), attention=False)
+    assert isinstance(kept.model.layers[0].self_attn.q_proj, torch.nn.Linear)
+
+
+def _rows(function):
+    """A 2-D torch reference applied to (..., K) inputs."""
+    def call(x, *args):
+        flat = [a.reshape(-1) if isinstance(a, torch.Tensor) and a.dtype == torch.int32 else a for a in args]
+        return function(x.reshape(-1, x.shape[-1]), *flat).view(*x.shape[:-1], -1)
+    return call
+
+
+def test_patched_attention_matches_hugging_face_on_cpu(monkeypatch):
+    """The patched attention's glue (stacked, permuted weights; the model's own cos/sin as per-token tables; the
+    split into heads; the KV cache) with coda's rope_linear and swiglu_mlp replaced by torch's math: the patched
+    fp32 model gives the unpatched model's logits, over a prompt and then one cached decoding step, with llama3
+    rope scaling."""
+    transformers = pytest.importorskip("transformers")
+    import copy
+    from coda.bench import torch_rope_linear, torch_swiglu_mlp
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                                      rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8})
+    torch.manual_seed(0)
+    plain = transformers.LlamaForCausalLM(config).eval()
+    patched = coda.patch(copy.deepcopy(plain))
+    rope = _rows(lambda x, w, positions, cos, sin, d, r: torch_rope_linear(x, w, positions.long(), cos, sin, d, r))
+    monkeypatch.setattr(coda.ops, "rope_linear", rope)
+    monkeypatch.setattr(coda.ops, "swiglu_mlp", _rows(torch_swiglu_mlp))
+    ids = torch.randint(0, 256, (2, 12))
+    with torch.no_grad():
+        want, got = plain(input_ids=ids[:, :11], use_cache=True), patched(input_ids=ids[:, :11], use_cache=True)
+        assert torch.allclose(got.logits, want.logits, atol=1e-5, rtol=1e-4)
+        want = plain(input_ids=ids[:, 11:], past_key_values=want.past_key_values).logits
+        got = patched(input_ids=ids[:, 11:], past_key_values=got.past_key_values).logits
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
 class _StubLibrary:
     """libcoda's functions replaced by stubs that check the argument count against the ctypes signature and
     succeed (a size query answers 256 bytes): the ops' Python glue runs end to end without a GPU."""
@@ -331,6 +390,8 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
                                              return_logits=True)
     checks += [(loss, ())]
     assert logits.shape == (15, 100) and not logits.requires_grad
+    checks.append((coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), keep_logits=True),
+                   ()))
     weights, ids, tei, counts = coda.route(x.detach(), cpu(60, 64, grad=False), 8, mode="sigmoid_bias",
                                            expert_bias=torch.zeros(60), n_group=6, topk_group=3, dispatch=True)
     assert (weights.shape, ids.shape, tei.shape, counts.shape) == ((15, 8), (15, 8), (15, 8), (60,))
@@ -347,7 +408,8 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
     assert {"coda_gemm", "coda_gemm_swiglu", "coda_gemm_swiglu_backward", "coda_gemm_rope", "coda_rope_backward",
             "coda_gemm_residual_rmsnorm", "coda_gemm_row_scale", "coda_row_scale_backward",
             "coda_gemm_residual_rmsnorm_backward", "coda_gemm_rmsnorm_weight_gradients", "coda_gemm_cross_entropy",
-            "coda_gemm_cross_entropy_backward", "coda_layer_forward", "coda_layer_backward",
+            "coda_gemm_cross_entropy_backward", "coda_gemm_cross_entropy_backward_from_logits",
+            "coda_cross_entropy_backward_from_logits_workspace_bytes", "coda_layer_forward", "coda_layer_backward",
             "coda_router_workspace_bytes", "coda_gemm_router"} <= called
 
 

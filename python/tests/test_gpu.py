@@ -198,14 +198,15 @@ def cross_entropy_reference(x, w, targets, ignore_index, label_smoothing, z_loss
     dict(), dict(reduction="sum"), dict(reduction="none"), dict(label_smoothing=0.1), dict(z_loss=1e-4),
     dict(softcap=30.0), dict(ignore_index=7, label_smoothing=0.05, z_loss=1e-4, softcap=15.0)])
 @pytest.mark.parametrize("m,vocab", [(5, 1000), (300, 32000)])
-def test_linear_cross_entropy(options, m, vocab):
+@pytest.mark.parametrize("keep_logits", [False, True])
+def test_linear_cross_entropy(options, m, vocab, keep_logits):
     torch.manual_seed(4)
     k = 256
     x, w = rand(m, k, grad=True), rand(vocab, k, scale=0.05, grad=True)
     targets = torch.randint(0, vocab, (m,), device="cuda")
     targets[::4] = options.get("ignore_index", -100)
     poison()
-    loss = coda.linear_cross_entropy(x, w, targets, **options)
+    loss = coda.linear_cross_entropy(x, w, targets, keep_logits=keep_logits, **options)
     full = dict(ignore_index=-100, label_smoothing=0.0, z_loss=0.0, softcap=0.0, reduction="mean") | options
     x64, w64 = x.detach().double().requires_grad_(True), w.detach().double().requires_grad_(True)
     ref = cross_entropy_reference(x64, w64, targets, **full)
@@ -236,9 +237,11 @@ def test_linear_cross_entropy_row_scale_and_logits(options, m, vocab):
     assert rel(loss, ref) < 1e-4
     assert logits.shape == (m, vocab) and logits.dtype == BF16 and rel(logits, ref_logits) < 1e-2
     seed = torch.rand_like(loss) + 0.5
-    for name, ours, theirs in zip(("x", "w", "row_scale"), grads(loss, (x, w, row_scale), seed),
-                                  grads(ref, leaves, seed.double())):
-        assert rel(ours, theirs) < 1e-2, name
+    # The backward reads the returned bf16 logits (stored: three GEMMs); row_scale's gradient sums dZ * Z over
+    # them, and so carries their rounding (about 1e-2 here).
+    for name, ours, theirs, tolerance in zip(("x", "w", "row_scale"), grads(loss, (x, w, row_scale), seed),
+                                             grads(ref, leaves, seed.double()), (1e-2, 1e-2, 2e-2)):
+        assert rel(ours, theirs) < tolerance, name
 
 
 def test_cross_entropy_matches_torch_with_int64_targets():
@@ -330,12 +333,14 @@ def llama(seed):
     return transformers.LlamaForCausalLM(config).cuda()
 
 
-def test_patched_llama_matches_unpatched():
-    """fp32 model as the reference; the bf16 model unpatched and patched must both be within bf16 error of it,
-    coda's no more than twice the unpatched model's (plus a floor)."""
+@pytest.mark.parametrize("keep_logits", [True, False])
+def test_patched_llama_matches_unpatched(keep_logits):
+    """fp32 model as the reference; the bf16 model unpatched and patched (MLPs, attention projections + RoPE,
+    the loss with and without kept logits) must both be within bf16 error of it, coda's no more than twice the
+    unpatched model's (plus a floor)."""
     reference = llama(8)
     plain = llama(8).to(BF16)
-    patched = coda.patch(llama(8).to(BF16))
+    patched = coda.patch(llama(8).to(BF16), keep_logits=keep_logits)
     ids = torch.randint(0, 2048, (2, 128), device="cuda")
     labels = ids.clone()
     labels[:, :5] = -100
@@ -350,8 +355,13 @@ def test_patched_llama_matches_unpatched():
             gate, down = mlp.w_gate_up.grad[0::2], mlp.w_down.grad
         else:
             gate, down = mlp.gate_proj.weight.grad, mlp.down_proj.weight.grad
-        return loss, [gate, down, layer.self_attn.q_proj.weight.grad, model.model.embed_tokens.weight.grad,
-                      model.lm_head.weight.grad]
+        attention = layer.self_attn
+        if hasattr(attention, "w_qkv"):  # Q's rows interleaved: the unpatched gradient is permuted alike
+            query = attention.w_qkv.grad[:attention.coda_rows[0]]
+        else:
+            query = coda.rotate_half_to_interleaved(attention.q_proj.weight.grad, attention.head_dim,
+                                                    attention.q_proj.weight.shape[0] // attention.head_dim)
+        return loss, [gate, down, query, model.model.embed_tokens.weight.grad, model.lm_head.weight.grad]
 
     ref_loss, ref_grads = loss_and_grads(reference)
     plain_loss, plain_grads = loss_and_grads(plain)

@@ -14,7 +14,8 @@ each tile of logits to row partials; the backward (coda's) recomputes the logits
 the saved log-sum-exp, three GEMMs a chunk: dZ in the first's epilogue, dW[chunk] = dZ^T x and dx +=
 dZ W[chunk] (f32 running sum, fixed order), and with a row scale the row sums of dZ * Z that its
 gradient needs. Extra memory: a workspace of about 192 MiB at the largest chunk, from torch's
-caching allocator.
+caching allocator. keep_logits=True trades memory for time: the forward also stores the logits and
+the backward computes dZ from them (one pass) before two GEMMs, three GEMMs in all instead of four.
 """
 import torch
 
@@ -27,8 +28,10 @@ _OPTIONS = "int ignore_index, float label_smoothing, float z_loss, float softcap
 _lib.define(f"linear_cross_entropy(Tensor x, Tensor weight, Tensor targets, {_OPTIONS}, Tensor? row_scale=None, "
             "bool return_logits=False) -> (Tensor, Tensor, Tensor)")
 # Returns (grad_x, grad_weight, grad_row_scale); grad_row_scale has no elements unless row_scale_grad.
+# logits: the forward's (return_logits); the backward then reads them instead of recomputing them.
 _lib.define(f"linear_cross_entropy_backward(Tensor grad_loss, Tensor x, Tensor weight, Tensor targets, Tensor lse, "
-            f"{_OPTIONS}, Tensor? row_scale=None, bool row_scale_grad=False) -> (Tensor, Tensor, Tensor)")
+            f"{_OPTIONS}, Tensor? row_scale=None, bool row_scale_grad=False, Tensor? logits=None) "
+            "-> (Tensor, Tensor, Tensor)")
 _OP = "linear_cross_entropy"
 
 
@@ -110,15 +113,18 @@ def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap,
 
 @torch.library.register_fake("coda::linear_cross_entropy_backward")
 def _backward_fake(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
-                   row_scale=None, row_scale_grad=False):
+                   row_scale=None, row_scale_grad=False, logits=None):
     return (x.new_empty(x.shape), weight.new_empty(weight.shape),
             x.new_empty(x.shape[0] if row_scale is not None and row_scale_grad else 0, dtype=torch.float32))
 
 
 @L.kernel(_lib, "linear_cross_entropy_backward", checked=False)
 def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
-                 row_scale=None, row_scale_grad=False):
+                 row_scale=None, row_scale_grad=False, logits=None):
     x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
+    if logits is not None and logits.numel() and not (softcap > 0 and row_scale is not None and row_scale_grad):
+        return _backward_from_logits(grad_loss, x, weight, targets, lse, logits, row_scale, row_scale_grad,
+                                     _options(ignore_index, label_smoothing, z_loss, softcap, reduction))
     grad_loss = grad_loss.reshape(-1).float().contiguous()
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
     grad_x, grad_w = x.new_empty(x.shape), weight.new_empty(weight.shape)
@@ -140,20 +146,47 @@ def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothi
     return grad_x, grad_w, grad_row_scale
 
 
+def _backward_from_logits(grad_loss, x, weight, targets, lse, logits, row_scale, row_scale_grad, options):
+    """Three GEMMs where recomputing takes four: dZ from the stored logits into a new M x V buffer (the
+    saved logits stay as they are), then dW = dZ^T x and dX = dZ W over the whole vocabulary."""
+    grad_loss = grad_loss.reshape(-1).float().contiguous()
+    grad_x, grad_w = x.new_empty(x.shape), weight.new_empty(weight.shape)
+    grad_logits = _new_logits(x, weight.shape[0], True)
+    row_dots = None
+    if row_scale is not None:
+        row_scale = checks.vector(row_scale)
+        if row_scale_grad:
+            row_dots = x.new_empty(x.shape[0], L.row_partial_count(weight.shape[0]), dtype=torch.float32)
+    bytes_ = L.workspace_bytes("coda_cross_entropy_backward_from_logits_workspace_bytes", x.shape[0],
+                               weight.shape[0], x.shape[1])
+    with L.on_device(x.device):
+        ws = L.workspace(bytes_, x.device)
+        L.call(L.lib.coda_gemm_cross_entropy_backward_from_logits, L.view("x", x), L.view("w", weight),
+               L.view("t", targets), L.view("lse", lse), L.view("dl", grad_loss), L.view("logits", logits),
+               L.view("dz", grad_logits), L.view("dx", grad_x), L.view("dw", grad_w), L.ctypes.byref(options),
+               L.view("rs", row_scale), L.view("dots", row_dots), ws.data_ptr(), bytes_, L.stream(x.device))
+    grad_row_scale = x.new_empty(0, dtype=torch.float32) if row_dots is None else row_dots.sum(1) / row_scale
+    return grad_x, grad_w, grad_row_scale
+
+
 def _setup(ctx, inputs, output):
     x, weight, targets, *options, row_scale, _return_logits = inputs
-    ctx.save_for_backward(x, weight, targets, output[1], row_scale)
+    # With the logits made (return_logits: asked for, or kept for the backward), the backward reads them.
+    ctx.save_for_backward(x, weight, targets, output[1], row_scale, output[2] if output[2].numel() else None)
     ctx.options = options
     ctx.mark_non_differentiable(output[1], output[2])
+    ctx.set_materialize_grads(False)  # no M x V zeros for the logits' (absent) gradient
 
 
 def _backward(ctx, grad_loss, _grad_lse, _grad_logits):
-    x, weight, targets, lse, row_scale = ctx.saved_tensors
+    if grad_loss is None:  # the loss took no part in what is differentiated
+        return (None,) * 10
+    x, weight, targets, lse, row_scale, logits = ctx.saved_tensors
     needs = ctx.needs_input_grad
     row_scale_grad = row_scale is not None and needs[8]
     grad_x, grad_w, grad_row_scale = torch.ops.coda.linear_cross_entropy_backward(grad_loss, x, weight, targets, lse,
                                                                                  *ctx.options, row_scale,
-                                                                                 row_scale_grad)
+                                                                                 row_scale_grad, logits)
     return ((grad_x if needs[0] else None, grad_w if needs[1] else None) + (None,) * 6 +
             (grad_row_scale if row_scale_grad else None, None))
 
@@ -162,16 +195,20 @@ torch.library.register_autograd("coda::linear_cross_entropy", _backward, setup_c
 
 
 def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=0.0, z_loss=0.0, softcap=0.0,
-                         reduction="mean", row_scale=None, return_logits=False):
+                         reduction="mean", row_scale=None, return_logits=False, keep_logits=False):
     """cross_entropy(x @ weight.T, targets) without the logits: x (M, K) or (..., K), weight (V, K), targets
     (M) or (...) integer class indices (int64 is converted to int32). Returns the f32 loss: a scalar for
     'mean' (over non-ignored rows; NaN when all are ignored) and 'sum', the per-token losses for 'none'.
 
     row_scale: optional f32 (M), nonzero (an RMSNorm's rstd): the logits are row_scale[:, None] * (x @ weight.T),
     and row_scale gets a gradient. return_logits: also return the (soft-capped) logits, (M, V) in x's dtype, for
-    inspection; they carry no gradient (the loss's gradient never materializes them).
+    inspection; they carry no gradient. keep_logits: keep them for the backward (not returned): it then reads them
+    instead of recomputing them, three GEMMs of the forward's size in all where recomputing takes four, for M x V
+    values held from the forward to the backward and as many again during it (torch.compile's trade). Made
+    logits are always kept (return_logits too); the gradient then follows the 16-bit logits, as PyTorch's does.
 
         loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten())
+        loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten(), keep_logits=True)
     """
     x, weight = L.autocast(x, weight)
     if x.dim() != 2:
@@ -184,5 +221,6 @@ def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=
         row_scale = row_scale.reshape(-1)
     loss, _, logits = torch.ops.coda.linear_cross_entropy(x, weight, targets, int(ignore_index),
                                                           float(label_smoothing), float(z_loss), float(softcap),
-                                                          reduction, row_scale, bool(return_logits))
+                                                          reduction, row_scale,
+                                                          bool(return_logits) or bool(keep_logits))
     return (loss, logits) if return_logits else loss
