@@ -247,8 +247,9 @@ def test_from_linears_keeps_frozen_weights_frozen():
 def test_nn_modules_hold_op_layouts():
     mlp = coda.nn.SwiGLUMLP(64, 32, device="meta")
     assert mlp.w_gate_up.shape == (64, 64) and mlp(meta(3, 64)).shape == (3, 64)
-    head = coda.nn.LinearCrossEntropy(64, 500, device="meta")
-    assert head(meta(4, 64), meta(4, dtype=torch.int64)).shape == ()
+    for keep_logits in (False, True):
+        head = coda.nn.LinearCrossEntropy(64, 500, keep_logits=keep_logits, device="meta")
+        assert head(meta(4, 64), meta(4, dtype=torch.int64)).shape == ()
     pair = coda.nn.ResidualRMSNormLinear(64, 64, 16, device="meta")
     z, h = pair(meta(4, 64), meta(4, 64))
     assert z.shape == (4, 16) and h.shape == (4, 64)
