@@ -71,8 +71,7 @@ __global__ void __launch_bounds__(32 * kWarps) logits_gradient_kernel(LogitsGrad
 }  // namespace
 
 void launch_logits_gradient(const LogitsGradient& g, cudaStream_t stream) {
-  const int64_t parts = (g.vocab + epilogue::kPartCols - 1) / epilogue::kPartCols;
-  const dim3 grid(unsigned(g.rows), unsigned((parts + kWarps - 1) / kWarps));
+  const dim3 grid(unsigned(g.rows), unsigned((epilogue::parts_along(g.vocab) + kWarps - 1) / kWarps));
   if (g.dtype == DType::bf16) logits_gradient_kernel<__nv_bfloat16><<<grid, 32 * kWarps, 0, stream>>>(g);
   else logits_gradient_kernel<__half><<<grid, 32 * kWarps, 0, stream>>>(g);
   CODA_CUDA_CHECK(cudaGetLastError());

@@ -121,10 +121,10 @@ def _backward_fake(grad_loss, x, weight, targets, lse, ignore_index, label_smoot
 @L.kernel(_lib, "linear_cross_entropy_backward", checked=False)
 def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
                  row_scale=None, row_scale_grad=False, logits=None):
+    """With the forward's logits, three GEMMs where recomputing takes four: dZ from them into a new M x V
+    buffer (the saved logits stay as they are), then dW = dZ^T x and dX = dZ W over the whole vocabulary.
+    Soft-capped logits cannot give the row scale's gradient (it needs them before the cap): recomputed."""
     x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
-    if logits is not None and logits.numel() and not (softcap > 0 and row_scale is not None and row_scale_grad):
-        return _backward_from_logits(grad_loss, x, weight, targets, lse, logits, row_scale, row_scale_grad,
-                                     _options(ignore_index, label_smoothing, z_loss, softcap, reduction))
     grad_loss = grad_loss.reshape(-1).float().contiguous()
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
     grad_x, grad_w = x.new_empty(x.shape), weight.new_empty(weight.shape)
@@ -133,38 +133,24 @@ def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothi
         row_scale = checks.vector(row_scale)
         if row_scale_grad:  # row partials of <dZ, Z>, Z = row_scale * (x w^T) before the cap
             row_dots = x.new_empty(x.shape[0], L.row_partial_count(weight.shape[0]), dtype=torch.float32)
-    bytes_ = L.workspace_bytes("coda_cross_entropy_backward_workspace_bytes", x.shape[0], weight.shape[0],
-                               x.shape[1], 0)
+    from_logits = logits is not None and logits.numel() and not (softcap > 0 and row_dots is not None)
+    m, vocab, k = x.shape[0], weight.shape[0], x.shape[1]
+    common = (L.view("x", x), L.view("w", weight), L.view("t", targets), L.view("lse", lse), L.view("dl", grad_loss))
     with L.on_device(x.device):
-        ws = L.workspace(bytes_, x.device)
-        L.call(L.lib.coda_gemm_cross_entropy_backward, L.view("x", x), L.view("w", weight), L.view("t", targets),
-               L.view("lse", lse), L.view("dl", grad_loss), L.view("dx", grad_x), L.view("dw", grad_w),
-               L.ctypes.byref(options), L.view("rs", row_scale), L.view("dots", row_dots), 0, ws.data_ptr(), bytes_,
-               L.stream(x.device))
+        if from_logits:
+            bytes_ = L.workspace_bytes("coda_cross_entropy_backward_from_logits_workspace_bytes", m, vocab, k)
+            ws = L.workspace(bytes_, x.device)
+            L.call(L.lib.coda_gemm_cross_entropy_backward_from_logits, *common, L.view("logits", logits),
+                   L.view("dz", _new_logits(x, vocab, True)), L.view("dx", grad_x), L.view("dw", grad_w),
+                   L.ctypes.byref(options), L.view("rs", row_scale), L.view("dots", row_dots), ws.data_ptr(), bytes_,
+                   L.stream(x.device))
+        else:
+            bytes_ = L.workspace_bytes("coda_cross_entropy_backward_workspace_bytes", m, vocab, k, 0)
+            ws = L.workspace(bytes_, x.device)
+            L.call(L.lib.coda_gemm_cross_entropy_backward, *common, L.view("dx", grad_x), L.view("dw", grad_w),
+                   L.ctypes.byref(options), L.view("rs", row_scale), L.view("dots", row_dots), 0, ws.data_ptr(),
+                   bytes_, L.stream(x.device))
     # d loss / d row_scale[m] = sum_n dZ[m, n] (x w^T)[m, n] = <dZ, Z>[m] / row_scale[m]
-    grad_row_scale = x.new_empty(0, dtype=torch.float32) if row_dots is None else row_dots.sum(1) / row_scale
-    return grad_x, grad_w, grad_row_scale
-
-
-def _backward_from_logits(grad_loss, x, weight, targets, lse, logits, row_scale, row_scale_grad, options):
-    """Three GEMMs where recomputing takes four: dZ from the stored logits into a new M x V buffer (the
-    saved logits stay as they are), then dW = dZ^T x and dX = dZ W over the whole vocabulary."""
-    grad_loss = grad_loss.reshape(-1).float().contiguous()
-    grad_x, grad_w = x.new_empty(x.shape), weight.new_empty(weight.shape)
-    grad_logits = _new_logits(x, weight.shape[0], True)
-    row_dots = None
-    if row_scale is not None:
-        row_scale = checks.vector(row_scale)
-        if row_scale_grad:
-            row_dots = x.new_empty(x.shape[0], L.row_partial_count(weight.shape[0]), dtype=torch.float32)
-    bytes_ = L.workspace_bytes("coda_cross_entropy_backward_from_logits_workspace_bytes", x.shape[0],
-                               weight.shape[0], x.shape[1])
-    with L.on_device(x.device):
-        ws = L.workspace(bytes_, x.device)
-        L.call(L.lib.coda_gemm_cross_entropy_backward_from_logits, L.view("x", x), L.view("w", weight),
-               L.view("t", targets), L.view("lse", lse), L.view("dl", grad_loss), L.view("logits", logits),
-               L.view("dz", grad_logits), L.view("dx", grad_x), L.view("dw", grad_w), L.ctypes.byref(options),
-               L.view("rs", row_scale), L.view("dots", row_dots), ws.data_ptr(), bytes_, L.stream(x.device))
     grad_row_scale = x.new_empty(0, dtype=torch.float32) if row_dots is None else row_dots.sum(1) / row_scale
     return grad_x, grad_w, grad_row_scale
 
