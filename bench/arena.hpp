@@ -30,9 +30,10 @@ class Arena {
     for (void* p : blocks_) cudaFree(p);
   }
 
-  TensorView matrix(DType t, int64_t rows, int64_t cols, cudaStream_t stream, bool fill = true) {
+  /// Filled uniform in [-scale, scale) unless `fill` is false.
+  TensorView matrix(DType t, int64_t rows, int64_t cols, cudaStream_t stream, bool fill = true, float scale = 1.0f) {
     void* p = allocate(std::size_t(rows * cols) * size_of(t));
-    if (fill) fill_uniform(p, t, std::size_t(rows * cols), first_seed_ + blocks_.size(), stream);
+    if (fill) fill_uniform(p, t, std::size_t(rows * cols), first_seed_ + blocks_.size(), stream, scale);
     return TensorView::matrix(p, t, rows, cols);
   }
   TensorView vector(DType t, int64_t n, cudaStream_t stream, bool fill = true) {

@@ -19,9 +19,9 @@ __device__ float uniform_from_hash(uint64_t seed, uint64_t i) {
 }
 
 template <class T>
-__global__ void fill_kernel(T* data, std::size_t count, uint64_t seed) {
+__global__ void fill_kernel(T* data, std::size_t count, uint64_t seed, float scale) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x)
-    data[i] = T(uniform_from_hash(seed, i));
+    data[i] = T(scale * uniform_from_hash(seed, i));
 }
 
 // Four independent 16-byte loads in flight per thread before their stores.
@@ -46,12 +46,18 @@ void copy_16byte(void* to, const void* from, std::size_t bytes, cudaStream_t str
   CODA_CUDA_CHECK(cudaGetLastError());
 }
 
-void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream) {
+void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream, float scale) {
   const int blocks = 4096, threads = 256;
   switch (dtype) {
-    case DType::bf16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), count, seed); break;
-    case DType::f16: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__half*>(data), count, seed); break;
-    case DType::f32: fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(data), count, seed); break;
+    case DType::bf16:
+      fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), count, seed, scale);
+      break;
+    case DType::f16:
+      fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__half*>(data), count, seed, scale);
+      break;
+    case DType::f32:
+      fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(data), count, seed, scale);
+      break;
     default:
       throw InvalidArgument("coda::bench::fill_uniform", "argument 'dtype': bf16, f16 or f32 only");
   }

@@ -10,9 +10,9 @@
 
 namespace coda::bench {
 
-/// `count` elements of `dtype` at `data`, uniform in [-1, 1), from a hash of (seed, index),
+/// `count` elements of `dtype` at `data`, uniform in [-scale, scale), from a hash of (seed, index),
 /// ordered on `stream`.
-void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream);
+void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream, float scale = 1.0f);
 
 /// Copy `bytes` (a multiple of 16, both 16-byte aligned) with 16-byte loads and stores over every
 /// SM: the device-to-device copy the memory-bound benchmarks measure their bandwidth against.

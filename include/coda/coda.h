@@ -192,6 +192,23 @@ CODA_C_API coda_status coda_gemm_cross_entropy_backward(
     const coda_cross_entropy_options* options, const coda_tensor* row_scale, const coda_tensor* row_dots,
     int64_t chunk_columns, void* workspace, size_t workspace_bytes, void* stream);
 
+/* The recomputing backward leaving out of dW and dX the blocks of dZ whose every element is at most
+ * skip_below |g[m]| row_scale[m] (skip_below in [0, 1), 0: none; e.g. 2^-12): the bound on the error
+ * it leaves and how blocks are judged are coda::ops::CrossEntropyBackwardOptions::skip_below's. The
+ * workspace: *bytes from coda_cross_entropy_backward_skipping_workspace_bytes, same skip_below.
+ *
+ *   coda_cross_entropy_backward_skipping_workspace_bytes(m, vocab, k, 0, 0x1p-12f, &bytes);
+ *   coda_gemm_cross_entropy_backward_skipping(&x, &w, &t, &lse, &one, &dx, &dw, &o, NULL, NULL, 0,
+ *                                             0x1p-12f, ws, bytes, stream); */
+CODA_C_API coda_status coda_cross_entropy_backward_skipping_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
+                                                                            int64_t chunk_columns, float skip_below,
+                                                                            size_t* bytes);
+CODA_C_API coda_status coda_gemm_cross_entropy_backward_skipping(
+    const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets, const coda_tensor* lse,
+    const coda_tensor* grad_loss, const coda_tensor* grad_x, const coda_tensor* grad_w,
+    const coda_cross_entropy_options* options, const coda_tensor* row_scale, const coda_tensor* row_dots,
+    int64_t chunk_columns, float skip_below, void* workspace, size_t workspace_bytes, void* stream);
+
 /* The backward from the forward's stored logits (coda_gemm_cross_entropy's `logits` output, M x V of
  * x's type, with the same options): dZ from them into grad_logits (M x V, x's type; logits itself
  * works: in place), then dW = dZ^T x and dX = dZ w. Three GEMMs with the forward where

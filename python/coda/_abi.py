@@ -68,6 +68,8 @@ SIGNATURES = {  # every function returning a coda_status: its argument types
     "coda_cross_entropy_backward_workspace_bytes": [_i64, _i64, _i64, _i64, _p],
     "coda_gemm_cross_entropy_backward": [_p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _i64, _p, _size, _p],
     "coda_cross_entropy_backward_from_logits_workspace_bytes": [_i64, _i64, _i64, _p],
+    "coda_cross_entropy_backward_skipping_workspace_bytes": [_i64, _i64, _i64, _i64, _f32, _p],
+    "coda_gemm_cross_entropy_backward_skipping": [_p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _i64, _f32, _p, _size, _p],
     "coda_gemm_cross_entropy_backward_from_logits": [_p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _size, _p],
     "coda_row_partial_count": [_i64, _p],
     "coda_router_workspace_bytes": [_p, _p, _p, _p, _p],

@@ -90,15 +90,16 @@ class ResidualRMSNormLinear(torch.nn.Module):
 
 class LinearCrossEntropy(torch.nn.Module):
     """The LM head with its loss fused: forward(hidden, targets) = cross_entropy(hidden @ weight.T, targets)
-    without the logits in memory (keep_logits=True: kept for a faster backward). Options, and forward's
-    row_scale, as coda.linear_cross_entropy."""
+    without the logits in memory (keep_logits=True: kept for a faster backward; skip_below=2 ** -12: a backward
+    that leaves out the negligible blocks of the gradient). Options, and forward's row_scale, as
+    coda.linear_cross_entropy."""
 
     def __init__(self, hidden, vocab, ignore_index=-100, label_smoothing=0.0, z_loss=0.0, softcap=0.0,
-                 reduction="mean", keep_logits=False, dtype=torch.bfloat16, device=None):
+                 reduction="mean", keep_logits=False, skip_below=0.0, dtype=torch.bfloat16, device=None):
         super().__init__()
         self.weight = _parameter(vocab, hidden, dtype, device)
         self.options = dict(ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss,
-                            softcap=softcap, reduction=reduction, keep_logits=keep_logits)
+                            softcap=softcap, reduction=reduction, keep_logits=keep_logits, skip_below=skip_below)
 
     def forward(self, hidden, targets, row_scale=None):
         return ops.linear_cross_entropy(hidden, self.weight, targets, row_scale=row_scale, **self.options)

@@ -166,6 +166,8 @@ def test_opcheck_on_meta(op, args):
      ValueError, ["label_smoothing", "[0, 1)"]),
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), z_loss=-1.0),
      ValueError, ["z_loss", ">= 0"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), skip_below=1.0),
+     ValueError, ["skip_below", "[0, 1)"]),
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), row_scale=meta(4)),
      TypeError, ["row_scale", "bfloat16", "float32"]),
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32),
@@ -247,9 +249,12 @@ def test_from_linears_keeps_frozen_weights_frozen():
 def test_nn_modules_hold_op_layouts():
     mlp = coda.nn.SwiGLUMLP(64, 32, device="meta")
     assert mlp.w_gate_up.shape == (64, 64) and mlp(meta(3, 64)).shape == (3, 64)
-    for keep_logits in (False, True):
-        head = coda.nn.LinearCrossEntropy(64, 500, keep_logits=keep_logits, device="meta")
-        assert head(meta(4, 64), meta(4, dtype=torch.int64)).shape == ()
+    for keep_logits, skip_below in ((False, 0.0), (True, 0.0), (False, 2 ** -12)):
+        head = coda.nn.LinearCrossEntropy(64, 500, keep_logits=keep_logits, skip_below=skip_below, device="meta")
+        loss = head(meta(4, 64, grad=True), meta(4, dtype=torch.int64))
+        assert loss.shape == ()
+        loss.backward()  # the backward's fake, with the module's options
+        assert head.weight.grad.shape == (500, 64)
     pair = coda.nn.ResidualRMSNormLinear(64, 64, 16, device="meta")
     z, h = pair(meta(4, 64), meta(4, 64))
     assert z.shape == (4, 16) and h.shape == (4, 64)
@@ -393,6 +398,8 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
     assert logits.shape == (15, 100) and not logits.requires_grad
     checks.append((coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), keep_logits=True),
                    ()))
+    checks.append((coda.linear_cross_entropy(x, cpu(100, 64), torch.zeros(15, dtype=torch.int64), skip_below=2 ** -12),
+                   ()))
     weights, ids, tei, counts = coda.route(x.detach(), cpu(60, 64, grad=False), 8, mode="sigmoid_bias",
                                            expert_bias=torch.zeros(60), n_group=6, topk_group=3, dispatch=True)
     assert (weights.shape, ids.shape, tei.shape, counts.shape) == ((15, 8), (15, 8), (15, 8), (60,))
@@ -410,7 +417,8 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
             "coda_gemm_residual_rmsnorm", "coda_gemm_row_scale", "coda_row_scale_backward",
             "coda_gemm_residual_rmsnorm_backward", "coda_gemm_rmsnorm_weight_gradients", "coda_gemm_cross_entropy",
             "coda_gemm_cross_entropy_backward", "coda_gemm_cross_entropy_backward_from_logits",
-            "coda_cross_entropy_backward_from_logits_workspace_bytes", "coda_layer_forward", "coda_layer_backward",
+            "coda_cross_entropy_backward_from_logits_workspace_bytes", "coda_gemm_cross_entropy_backward_skipping",
+            "coda_cross_entropy_backward_skipping_workspace_bytes", "coda_layer_forward", "coda_layer_backward",
             "coda_router_workspace_bytes", "coda_gemm_router"} <= called
 
 

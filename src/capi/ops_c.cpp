@@ -38,8 +38,8 @@ coda_status cross_entropy_backward(const char* function, const coda_tensor* x, c
                                    bool from_logits, const coda_tensor* logits, const coda_tensor* grad_logits,
                                    const coda_tensor* grad_x, const coda_tensor* grad_w,
                                    const coda_cross_entropy_options* options, const coda_tensor* row_scale,
-                                   const coda_tensor* row_dots, int64_t chunk_columns, void* workspace,
-                                   size_t workspace_bytes, void* stream) {
+                                   const coda_tensor* row_dots, int64_t chunk_columns, float skip_below,
+                                   void* workspace, size_t workspace_bytes, void* stream) {
   return c_call(function, [&] {
     Views v(function);
     const TensorView xv = v.tile("x", x), wv = v.tile("w", w), tv = v.vector("targets", targets),
@@ -47,9 +47,10 @@ coda_status cross_entropy_backward(const char* function, const coda_tensor* x, c
                      dwv = v.tile("grad_w", grad_w);
     ops::CrossEntropyOptions o = options_of(options, v.check);
     o.row_scale = v.optional_vector("row_scale", row_scale);
-    ops::CrossEntropyBackwardOptions backward{.row_dots = v.optional_tile("row_dots", row_dots),
-                                              .chunk_columns = chunk_columns};
+    ops::CrossEntropyBackwardOptions backward{
+        .row_dots = v.optional_tile("row_dots", row_dots), .chunk_columns = chunk_columns, .skip_below = skip_below};
     ops::check_chunk_columns(v.check, "chunk_columns", chunk_columns);
+    ops::check_skip_below(v.check, "skip_below", skip_below);
     if (from_logits) {
       backward.logits = v.tile("logits", logits);
       backward.grad_logits = v.tile("grad_logits", grad_logits);
@@ -193,7 +194,33 @@ coda_status coda_gemm_cross_entropy_backward(const coda_tensor* x, const coda_te
                                              size_t workspace_bytes, void* stream) {
   return coda::capi::cross_entropy_backward("coda_gemm_cross_entropy_backward", x, w, targets, lse, grad_loss, false,
                                             nullptr, nullptr, grad_x, grad_w, options, row_scale, row_dots,
-                                            chunk_columns, workspace, workspace_bytes, stream);
+                                            chunk_columns, 0.0f, workspace, workspace_bytes, stream);
+}
+
+coda_status coda_cross_entropy_backward_skipping_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
+                                                                 int64_t chunk_columns, float skip_below,
+                                                                 size_t* bytes) {
+  constexpr const char* kFunction = "coda_cross_entropy_backward_skipping_workspace_bytes";
+  if (bytes != nullptr) *bytes = 0;
+  return c_call(kFunction, [&] {
+    coda::ArgumentCheck check(kFunction);
+    check.not_null("bytes", bytes);
+    coda::ops::check_chunk_columns(check, "chunk_columns", chunk_columns);
+    coda::ops::check_skip_below(check, "skip_below", skip_below);
+    check.throw_if_error();
+    *bytes = coda::ops::cross_entropy_backward_workspace_bytes(
+        m, vocab, k, {.row_dots = {}, .chunk_columns = chunk_columns, .skip_below = skip_below});
+  });
+}
+
+coda_status coda_gemm_cross_entropy_backward_skipping(
+    const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets, const coda_tensor* lse,
+    const coda_tensor* grad_loss, const coda_tensor* grad_x, const coda_tensor* grad_w,
+    const coda_cross_entropy_options* options, const coda_tensor* row_scale, const coda_tensor* row_dots,
+    int64_t chunk_columns, float skip_below, void* workspace, size_t workspace_bytes, void* stream) {
+  return coda::capi::cross_entropy_backward("coda_gemm_cross_entropy_backward_skipping", x, w, targets, lse, grad_loss,
+                                            false, nullptr, nullptr, grad_x, grad_w, options, row_scale, row_dots,
+                                            chunk_columns, skip_below, workspace, workspace_bytes, stream);
 }
 
 coda_status coda_cross_entropy_backward_from_logits_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
@@ -218,7 +245,7 @@ coda_status coda_gemm_cross_entropy_backward_from_logits(
     const coda_tensor* row_dots, void* workspace, size_t workspace_bytes, void* stream) {
   return coda::capi::cross_entropy_backward("coda_gemm_cross_entropy_backward_from_logits", x, w, targets, lse,
                                             grad_loss, true, logits, grad_logits, grad_x, grad_w, options, row_scale,
-                                            row_dots, 0, workspace, workspace_bytes, stream);
+                                            row_dots, 0, 0.0f, workspace, workspace_bytes, stream);
 }
 
 }  // extern "C"

@@ -1,7 +1,10 @@
 // gemm_cross_entropy_backward: dX and dW of LM head + cross-entropy over chunks of the vocabulary
 // (ops/cross_entropy.hpp). Per chunk, in order: the logits GEMM with CrossEntropyBackward as its
 // epilogue (dZ of the chunk into the workspace), dW[chunk] = dZ^T x, and dX += dZ W[chunk] with
-// RunningSum as its epilogue (an f32 sum in the workspace; the last chunk writes dX).
+// RunningSum as its epilogue (an f32 sum in the workspace; the last chunk writes dX). With
+// skip_below the logits GEMM also writes each part's largest logit, a small kernel turns those into
+// K-block masks (gradient_skip.hpp), and the dW and dX products run on the m128n256 tile leaving
+// out the blocks the masks clear.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include "coda/epilogue/programs/cross_entropy.hpp"
 #include "coda/epilogue/programs/running_sum.hpp"
 #include "coda/ops/cross_entropy.hpp"
+#include "gradient_skip.hpp"
 #include "logits_gradient.hpp"
 #include "op_checks.hpp"
 #include "workspace_carve.hpp"
@@ -25,6 +29,12 @@ constexpr int64_t kChunkAlign = 128;  // a part's width: each chunk's row_dots s
 // columns, 16 chunks at V = 128256) beside the 64 MiB running sum of dX.
 constexpr int64_t kWorkspaceTarget = int64_t(192) << 20;
 constexpr int64_t kMinChunk = 1024;  // below this the dX GEMM's K (the chunk) gets too short to run at speed
+// The skipping products' tile and its rows per mask row (a cluster's: its CTAs share operand loads,
+// so they skip together).
+constexpr GemmTile kSkipTile = GemmTile::m128n256;
+using SkipConfig = epilogue::CooperativeProgramTile;
+constexpr int32_t kSkipTileRows = SkipConfig::kBlockM * SkipConfig::kClusterM;
+static_assert(kSkipTileRows % epilogue::kPartCols == 0 && kSkipTileRows % 64 == 0, "mask rows hold whole parts");
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
@@ -36,10 +46,16 @@ struct Workspace {
   float* row_factors;
   void* grad_logits;
   float* sum;
+  // skip_below > 0: each chunk's row maxima (M x parts of the chunk) and the products' K-block masks
+  float* row_max;
+  uint32_t *grad_w_mask, *grad_x_mask;
+  int32_t grad_w_words, grad_x_words;
   std::size_t bytes;
 };
 
-Workspace layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns, bool from_logits, void* base) {
+Workspace layout(int64_t m, int64_t vocab, int64_t k, const CrossEntropyBackwardOptions& backward, void* base) {
+  const bool from_logits = backward.logits.data != nullptr;
+  const int64_t chunk_columns = backward.chunk_columns;
   Workspace w{};
   if (from_logits) {  // no chunks: the row factors alone
     Carve carve(base);
@@ -55,6 +71,15 @@ Workspace layout(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns, boo
   w.row_factors = static_cast<float*>(carve.take(std::size_t(m * epilogue::kRowFactors) * 4));
   w.grad_logits = carve.take(std::size_t(m * w.chunk) * 2);
   if (w.chunks > 1) w.sum = static_cast<float*>(carve.take(std::size_t(m * w.sum_ld) * 4));
+  if (backward.skip_below > 0.0f) {
+    w.row_max = static_cast<float*>(carve.take(std::size_t(m * epilogue::parts_along(w.chunk)) * 4));
+    w.grad_w_words = mask_words(m);
+    w.grad_x_words = mask_words(w.chunk);
+    const int64_t w_rows = (w.chunk + kSkipTileRows - 1) / kSkipTileRows,
+                  x_rows = (m + kSkipTileRows - 1) / kSkipTileRows;
+    w.grad_w_mask = static_cast<uint32_t*>(carve.take(std::size_t(w_rows * w.grad_w_words) * 4));
+    w.grad_x_mask = static_cast<uint32_t*>(carve.take(std::size_t(x_rows * w.grad_x_words) * 4));
+  }
   w.bytes = carve.used();
   return w;
 }
@@ -97,12 +122,27 @@ TensorView rows_of(const TensorView& t, int64_t first, int64_t count) {
   return TensorView::matrix(row_address(t, first), t.dtype, count, t.cols(), t.ld());
 }
 
+// A RunningSum product on the skipping tile, leaving out the K blocks `mask` clears.
+template <Major A, Major B>
+void launch_skipping(const GemmOperand& a, const GemmOperand& b, const epilogue::RunningSum& program,
+                     const mainloop::KBlockMask& mask, cudaStream_t stream) {
+  epilogue::ProgramPlan plan = epilogue::plan_program<epilogue::RunningSum>(a, b, {.tile = kSkipTile}, kFunction);
+  plan.main.k_block_mask = mask;
+  if (a.view.dtype == DType::bf16)
+    epilogue::launch_program_on<kSkipTile, DType::bf16>(plan, program, stream, epilogue::OutputTypes<DType::f32>{},
+                                                        epilogue::OperandMajors<A, B>{});
+  else
+    epilogue::launch_program_on<kSkipTile, DType::f16>(plan, program, stream, epilogue::OutputTypes<DType::f32>{},
+                                                       epilogue::OperandMajors<A, B>{});
+}
+
 // dX (+)= dz w_chunk for one chunk, in row blocks whose f32 sum (rows sum_ld apart) a Table's
-// 32-bit index reaches.
+// 32-bit index reaches; with a mask (rows of kSkipTileRows tokens), leaving out its cleared blocks.
 void accumulate_grad_x(const TensorView& dz, const TensorView& w_chunk, float* sum, int64_t sum_ld, bool first,
-                       bool last, const TensorView& grad_x, cudaStream_t stream) {
+                       bool last, const TensorView& grad_x, const mainloop::KBlockMask& mask, cudaStream_t stream) {
   const int64_t m = dz.rows(), k = w_chunk.cols();
-  const int64_t block = std::max<int64_t>(kChunkAlign, (int64_t(INT32_MAX) / sum_ld) / kChunkAlign * kChunkAlign);
+  const int64_t align = mask.bits ? kSkipTileRows : kChunkAlign;  // whole rows of the mask
+  const int64_t block = std::max<int64_t>(align, (int64_t(INT32_MAX) / sum_ld) / align * align);
   for (int64_t r = 0; r < m; r += block) {
     const int64_t rows = std::min(block, m - r);
     const TensorView sum_rows = TensorView::matrix(sum + r * sum_ld, DType::f32, rows, k, sum_ld);
@@ -111,8 +151,13 @@ void accumulate_grad_x(const TensorView& dz, const TensorView& w_chunk, float* s
     if (last) program.out = epilogue::tile_out(rows_of(grad_x, r, rows), "grad_x");
     else program.sum_out = epilogue::TileOutOf<DType::f32>{epilogue::tile_out(sum_rows, "workspace")};
     const GemmOperand a{rows_of(dz, r, rows), Major::k}, b{w_chunk, Major::mn};
-    epilogue::launch_program(epilogue::plan_program<epilogue::RunningSum>(a, b, {}, kFunction), program, stream,
-                             epilogue::OutputTypes<DType::f32>{}, epilogue::OperandMajors<Major::k, Major::mn>{});
+    if (mask.bits) {
+      const mainloop::KBlockMask rows_mask{mask.bits + (r / kSkipTileRows) * mask.words_per_row, mask.words_per_row};
+      launch_skipping<Major::k, Major::mn>(a, b, program, rows_mask, stream);
+    } else {
+      epilogue::launch_program(epilogue::plan_program<epilogue::RunningSum>(a, b, {}, kFunction), program, stream,
+                               epilogue::OutputTypes<DType::f32>{}, epilogue::OperandMajors<Major::k, Major::mn>{});
+    }
   }
 }
 
@@ -169,8 +214,9 @@ std::size_t cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int
   ArgumentCheck check("coda::ops::cross_entropy_backward_workspace_bytes");
   check.positive("m", m, "M").positive("vocab", vocab, "the vocabulary").positive("k", k, "K");
   check_chunk_columns(check, "backward.chunk_columns", backward.chunk_columns);
+  check_skip_below(check, "backward.skip_below", backward.skip_below);
   check.throw_if_error();
-  return layout(m, vocab, k, backward.chunk_columns, backward.logits.data != nullptr, nullptr).bytes;
+  return layout(m, vocab, k, backward, nullptr).bytes;
 }
 
 void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const TensorView& targets,
@@ -204,7 +250,10 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
     else
       check.require(backward.grad_logits.data == nullptr, "backward.grad_logits",
                     "is set without backward.logits (dZ is written only when computed from stored logits)");
-    const Workspace ws = layout(g.m, g.n, k, backward.chunk_columns, from_logits, workspace);
+    check_skip_below(check, "backward.skip_below", backward.skip_below);
+    check.require(!from_logits || backward.skip_below == 0.0f, "backward.skip_below",
+                  "is set with backward.logits: only the recomputing backward skips blocks");
+    const Workspace ws = layout(g.m, g.n, k, backward, workspace);
     check_workspace(check, workspace, workspace_bytes, ws.bytes,
                     "coda::ops::cross_entropy_backward_workspace_bytes");
     check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "workspace",
@@ -234,6 +283,7 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
     if (options.row_scale.data) program.row_scale = epilogue::column_vector(options.row_scale, "options.row_scale");
     program.softcap = options.softcap;
 
+    const bool skip = backward.skip_below > 0.0f;
     for (int64_t c = 0; c < ws.chunks; ++c) {
       const int64_t first = c * ws.chunk, cols = std::min(ws.chunk, g.n - first);
       const TensorView w_chunk = rows_of(w, first, cols);
@@ -245,9 +295,40 @@ void gemm_cross_entropy_backward(const TensorView& x, const TensorView& w, const
             epilogue::row_partials(TensorView::matrix(static_cast<float*>(backward.row_dots.data) + first / kChunkAlign,
                                                       DType::f32, g.m, parts_along(cols), backward.row_dots.ld()),
                                    "backward.row_dots");
+      const int64_t max_ld = parts_along(ws.chunk);
+      if (skip)
+        program.row_max = epilogue::row_partials(
+            TensorView::matrix(ws.row_max, DType::f32, g.m, parts_along(cols), max_ld), "workspace");
       epilogue::launch_program(c == 0 ? first_plan : plan_chunk(w_chunk), program, stream);
-      gemm({dz, Major::mn}, {x, Major::mn}, rows_of(grad_w, first, cols), stream);  // dW[chunk] = dZ^T x
-      accumulate_grad_x(dz, w_chunk, ws.sum, ws.sum_ld, c == 0, c == ws.chunks - 1, grad_x, stream);
+      const TensorView grad_w_chunk = rows_of(grad_w, first, cols);
+      if (!skip) {
+        gemm({dz, Major::mn}, {x, Major::mn}, grad_w_chunk, stream);  // dW[chunk] = dZ^T x
+        accumulate_grad_x(dz, w_chunk, ws.sum, ws.sum_ld, c == 0, c == ws.chunks - 1, grad_x, {}, stream);
+        continue;
+      }
+      launch_gradient_skip({.row_max = ws.row_max,
+                            .row_max_ld = max_ld,
+                            .lse = static_cast<const float*>(lse.data),
+                            .row_factors = ws.row_factors,
+                            .targets = static_cast<const int32_t*>(targets.data),
+                            .rows = g.m,
+                            .vocab = g.n,
+                            .first_column = first,
+                            .columns = cols,
+                            .softcap = options.softcap,
+                            .threshold = backward.skip_below,
+                            .tile_rows = kSkipTileRows,
+                            .grad_w_mask = ws.grad_w_mask,
+                            .grad_w_words = ws.grad_w_words,
+                            .grad_x_mask = ws.grad_x_mask,
+                            .grad_x_words = ws.grad_x_words},
+                           stream);
+      epilogue::RunningSum grad_w_program;
+      grad_w_program.out = epilogue::tile_out(grad_w_chunk, "grad_w");
+      launch_skipping<Major::mn, Major::mn>({dz, Major::mn}, {x, Major::mn}, grad_w_program,
+                                            {ws.grad_w_mask, ws.grad_w_words}, stream);
+      accumulate_grad_x(dz, w_chunk, ws.sum, ws.sum_ld, c == 0, c == ws.chunks - 1, grad_x,
+                        {ws.grad_x_mask, ws.grad_x_words}, stream);
     }
   });
 }

@@ -132,6 +132,11 @@ void check_chunk_columns(ArgumentCheck& check, const char* argument, int64_t chu
                 " but must be 0 (chosen) or a positive multiple of 128");
 }
 
+void check_skip_below(ArgumentCheck& check, const char* argument, float skip_below) {
+  check.require(skip_below >= 0.0f && skip_below < 1.0f, argument, "is ", skip_below,
+                " but must lie in [0, 1) (0: no skipping)");
+}
+
 void check_stored_logits(ArgumentCheck& check, float softcap, const CrossEntropyBackwardOptions& backward, int64_t m,
                          int64_t vocab, DType dtype, const StoredLogitsNames& names) {
   const TensorView &in = backward.logits, &out = backward.grad_logits;

@@ -69,6 +69,9 @@ void check_cross_entropy_options(ArgumentCheck& check, const CrossEntropyOptions
 /// a positive multiple of 128.
 void check_chunk_columns(ArgumentCheck& check, const char* argument, int64_t chunk_columns);
 
+/// The cross-entropy backward's skip threshold (CrossEntropyBackwardOptions::skip_below): in [0, 1).
+void check_skip_below(ArgumentCheck& check, const char* argument, float skip_below);
+
 /// The names the stored-logits arguments of the cross-entropy backward have where they are checked.
 struct StoredLogitsNames {
   const char* logits;

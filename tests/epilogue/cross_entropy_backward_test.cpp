@@ -13,6 +13,7 @@
 #include "coda/epilogue/programs/cross_entropy.hpp"
 #include "coda/epilogue/programs/running_sum.hpp"
 #include "coda/reference/cross_entropy.hpp"
+#include "coda/reference/reductions.hpp"
 #include "coda/reference/rmsnorm.hpp"
 #include "epilogue/support.hpp"
 
@@ -28,6 +29,7 @@ struct BackwardCase {
   reference::CrossEntropyOptions options{};
   bool row_scale = false;
   bool row_dots = false;
+  bool row_max = false;  // the part maxima of Z the op's skip masks read
   DType out = DType::bf16;
   int64_t chunk = 0;         // vocabulary columns per launch (a multiple of every part's width); 0: one launch
   double logit_scale = 1.0;  // the accumulators times this (1e4-sized logits: 3000)
@@ -78,6 +80,7 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
     const HostTensor target_column = column_vector_of(DType::i32, target_values);
     HostTensor grad_logits = poisoned_output(c.out, shape.rows, shape.cols, shape.batch);
     PartialsBuffer row_dots(shape.rows, parts_n, shape.batch);
+    PartialsBuffer row_max(shape.rows, parts_n, shape.batch);
 
     epilogue::CrossEntropyBackward program{.targets = column_vector(target_column), .softcap = float(o.softcap)};
     if (c.row_scale) program.row_scale = column_vector(rstd);
@@ -85,7 +88,7 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
     // column, and its slice of the outputs.
     const int64_t chunk = c.chunk > 0 ? c.chunk : shape.cols;
     const epilogue::TileOut whole = tile_out(grad_logits);
-    const epilogue::Partials all_dots = row_dots.partials();
+    const epilogue::Partials all_dots = row_dots.partials(), all_max = row_max.partials();
     for (int64_t first = 0; first < shape.cols; first += chunk) {
       const int64_t cols = std::min(chunk, shape.cols - first);
       ASSERT_EQ(first % part().cols, 0) << "chunks start at a whole part";
@@ -95,6 +98,10 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
       if (c.row_dots) {
         program.row_dots = all_dots;
         program.row_dots.data += (first / part().cols) * all_dots.tile_stride;
+      }
+      if (c.row_max) {
+        program.row_max = all_max;
+        program.row_max.data += (first / part().cols) * all_max.tile_stride;
       }
       std::vector<reference::Matrix> chunk_acc;
       for (const auto& a : acc) {
@@ -136,6 +143,16 @@ class EpilogueCrossEntropyBackward : public PartShapeTest {
     } else {
       row_dots.expect_gaps_untouched();
     }
+    if (c.row_max) {
+      SCOPED_TRACE("row partials of max Z");
+      expect_partials(
+          row_max,
+          per_batch(acc, [&](const reference::Matrix&,
+                             int64_t b) { return reference::row_partial_max(logits[std::size_t(b)], part().cols); }),
+          c.tolerance);
+    } else {
+      row_max.expect_gaps_untouched();
+    }
   }
 };
 
@@ -160,6 +177,12 @@ TEST_P(EpilogueCrossEntropyBackward, RowScaleWithItsStatistic) { check({.row_sca
 
 TEST_P(EpilogueCrossEntropyBackward, ChunksOfTheVocabulary) {
   check({.options = {.label_smoothing = 0.2, .softcap = 4.0}, .row_scale = true, .row_dots = true, .chunk = 256});
+}
+
+// The part maxima of Z (after the row scale, before the cap) that the skipping backward's masks read.
+TEST_P(EpilogueCrossEntropyBackward, PartMaximaForTheSkipMasks) {
+  check({.row_max = true});
+  check({.options = {.softcap = 4.0}, .row_scale = true, .row_dots = true, .row_max = true, .chunk = 256});
 }
 
 TEST_P(EpilogueCrossEntropyBackward, EveryOption) {

@@ -2,7 +2,8 @@
 // feeds the backward, whose dX and dW are compared with dZ = reference::cross_entropy_backward
 // carried through fp64 GEMMs. Residue shapes (T = 1, 7, 129; V = 1000 ... 128256), every option,
 // one chunk and many, all targets ignored, a target outside the vocabulary, logits near +-1e4,
-// bitwise repeatability, a running sum of dX past 2^31 elements, and the backward from stored logits.
+// bitwise repeatability, a running sum of dX past 2^31 elements, the backward from stored logits,
+// and the skipping backward against its bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,6 +34,7 @@ struct Case {
   bool constant_x = false;         // every element of x 0.0115 (bytes 0x3C): quick to make at 2^31 elements
   bool stored_logits = false;      // the backward reads the forward's logits (backward.logits)
   bool in_place = true;            // with stored logits: dZ over them, or into a buffer of its own
+  float skip_below = 0.0f;         // backward.skip_below
 };
 
 reference::LossReduction reduction_of(ops::LossReduction r) {
@@ -52,7 +54,7 @@ struct Result {
 void backward(Result& r, const Case& c, uint64_t seed = 7) {
   ops::CrossEntropyOptions options = c.options;
   if (c.row_scale) options.row_scale = r.rstd.vector_view();
-  ops::CrossEntropyBackwardOptions backward{.row_dots = {}, .chunk_columns = c.chunk};
+  ops::CrossEntropyBackwardOptions backward{.row_dots = {}, .chunk_columns = c.chunk, .skip_below = c.skip_below};
   if (c.row_dots) backward.row_dots = r.row_dots.view();
   if (c.stored_logits) {
     r.logits.upload();  // the forward's logits (an earlier in-place run consumed the device copy)
@@ -254,6 +256,112 @@ TEST(CrossEntropyBackwardGpu, FromStoredLogitsMatchesReference) {
       {.t = 1100, .v = 5000, .k = 4096, .row_scale = true, .row_dots = true, .stored_logits = true});
 }
 
+// The skipping backward: every element of dX and dW within the bound of what it may leave out (the
+// entries of the fp64 dZ at most skip_below |g| rstd: the sum of their |dZ| |w| or |dZ| |x|) beyond a
+// rounding allowance of 1% of the sum of every term's magnitude. Returns how many rows of dW are
+// exactly zero (whole blocks left out).
+int64_t expect_within_skip_bound(const Case& c) {
+  SCOPED_TRACE(::testing::Message() << "skip " << c.skip_below << " T=" << c.t << " V=" << c.v << " K=" << c.k
+                                    << " chunk " << c.chunk << " cap " << c.options.softcap << " reduction "
+                                    << int(c.options.reduction) << ", " << seed_note());
+  Result r = run(c);
+  reference::Matrix z = reference::gemm(r.x.host.matrix(), Major::k, r.w.host.matrix(), Major::k);
+  const reference::Vector rstd = r.rstd.host.matrix().data;
+  if (c.row_scale) z = reference::row_scale(z, rstd);
+  const reference::CrossEntropyOptions ro = reference_options(c.options);
+  const reference::Vector grad_loss = r.grad_loss.host.matrix().data;
+  const reference::CrossEntropyBackward want = reference::cross_entropy_backward(
+      z, r.targets, reference::cross_entropy(z, r.targets, ro).lse, grad_loss, 128, ro);
+  const reference::Matrix dzs = c.row_scale ? reference::row_scale(want.grad_logits, rstd) : want.grad_logits;
+  // g per row, as the op's row factors take it.
+  int64_t valid = 0;
+  for (int32_t t : r.targets) valid += t == c.options.ignore_index ? 0 : 1;
+  const auto threshold = [&](int64_t m) {
+    const double go = c.options.reduction == ops::LossReduction::none ? grad_loss[std::size_t(m)] : grad_loss[0];
+    const double g = r.targets[std::size_t(m)] == c.options.ignore_index ? 0.0
+                     : c.options.reduction == ops::LossReduction::mean   ? go / double(valid)
+                                                                         : go;
+    return double(c.skip_below) * std::abs(g) * (c.row_scale ? rstd[std::size_t(m)] : 1.0) * 1.01;
+  };
+  const reference::Matrix x = r.x.host.matrix(), w = r.w.host.matrix();
+  const reference::Matrix got_dx = r.grad_x.host.matrix(), got_dw = r.grad_w.host.matrix();
+  reference::Matrix skippable_dx(c.t, c.k), all_dx(c.t, c.k), skippable_dw(c.v, c.k), all_dw(c.v, c.k);
+  for (int64_t m = 0; m < c.t; ++m) {
+    const double bound = threshold(m);
+    for (int64_t n = 0; n < c.v; ++n) {
+      const double d = std::abs(dzs(m, n));
+      const bool skippable = d <= bound;
+      for (int64_t j = 0; j < c.k; ++j) {
+        const double tx = d * std::abs(w(n, j)), tw = d * std::abs(x(m, j));
+        all_dx(m, j) += tx;
+        all_dw(n, j) += tw;
+        if (skippable) {
+          skippable_dx(m, j) += tx;
+          skippable_dw(n, j) += tw;
+        }
+      }
+    }
+  }
+  const reference::Matrix want_dx = reference::gemm(dzs, Major::k, w, Major::mn);
+  const reference::Matrix want_dw = reference::gemm(dzs, Major::mn, x, Major::mn);
+  const auto expect_within = [](const char* name, const reference::Matrix& got, const reference::Matrix& exact,
+                                const reference::Matrix& skippable, const reference::Matrix& all) {
+    int64_t outside = 0;
+    for (std::size_t i = 0; i < got.data.size(); ++i)
+      outside += std::abs(got.data[i] - exact.data[i]) <= skippable.data[i] + 1e-2 * all.data[i] ? 0 : 1;
+    EXPECT_EQ(outside, 0) << name << ": elements outside the skip bound";
+  };
+  expect_within("dX", got_dx, want_dx, skippable_dx, all_dx);
+  expect_within("dW", got_dw, want_dw, skippable_dw, all_dw);
+  EXPECT_TRUE(r.grad_x.written_only_inside());
+  EXPECT_TRUE(r.grad_w.written_only_inside());
+  int64_t zero_rows = 0;
+  for (int64_t n = 0; n < c.v; ++n) {
+    bool zero = true;
+    for (int64_t j = 0; j < c.k; ++j) zero = zero && got_dw(n, j) == 0.0;
+    zero_rows += zero ? 1 : 0;
+  }
+  return zero_rows;
+}
+
+TEST(CrossEntropyBackwardGpu, SkippingStaysWithinItsBound) {
+  CODA_REQUIRE_HOPPER();
+  const ops::CrossEntropyOptions smoothing_z = options_of(-100, 0.1f, 1e-3f, 0.0f, ops::LossReduction::none);
+  const ops::CrossEntropyOptions capped_sum = options_of(-100, 0.0f, 0.0f, 15.0f, ops::LossReduction::sum);
+  const ops::CrossEntropyOptions every = options_of(5, 0.05f, 1e-4f, 20.0f, ops::LossReduction::mean);
+  constexpr float kBf16 = 0x1p-12f;
+  // V = 1000: softmax near 1e-3, above 2^-12: little to leave out, a large threshold leaves more.
+  expect_within_skip_bound({.t = 1, .v = 1000, .k = 64, .skip_below = kBf16});
+  expect_within_skip_bound({.t = 129, .v = 1000, .k = 64, .row_scale = true, .skip_below = 0.05f});
+  // Larger vocabularies and small logits (x in [-0.1, 0.1)): a near-uniform softmax far below 2^-12,
+  // so only the targets' blocks stay, and dW rows of blocks holding no target are exactly zero.
+  EXPECT_GT(expect_within_skip_bound(
+                {.t = 129, .v = 32000, .k = 72, .options = smoothing_z, .x_scale = 0.1, .skip_below = kBf16}),
+            1000);
+  EXPECT_GT(expect_within_skip_bound({.t = 300,
+                                      .v = 50257,
+                                      .k = 64,
+                                      .options = capped_sum,
+                                      .row_scale = true,
+                                      .row_dots = true,
+                                      .chunk = 8192,
+                                      .x_scale = 0.1,
+                                      .skip_below = kBf16}),
+            1000);
+  // Logits of a wide spread (the default x): a peaked softmax, part of every row kept.
+  expect_within_skip_bound({.t = 129, .v = 32000, .k = 64, .skip_below = kBf16});
+  expect_within_skip_bound({.t = 129,
+                            .v = 5003,
+                            .k = 136,
+                            .options = every,
+                            .row_scale = true,
+                            .f32_grads = true,
+                            .chunk = 1024,
+                            .skip_below = kBf16});
+  // 600 tokens (three mask rows), K = 512, five chunks, a threshold that leaves out more.
+  expect_within_skip_bound({.t = 600, .v = 5000, .k = 512, .chunk = 1024, .skip_below = 0.01f});
+}
+
 TEST(CrossEntropyBackwardGpu, EveryTargetIgnoredGivesZeroGradients) {
   CODA_REQUIRE_HOPPER();
   for (const int64_t chunk : {0, 256}) {
@@ -261,14 +369,20 @@ TEST(CrossEntropyBackwardGpu, EveryTargetIgnoredGivesZeroGradients) {
     for (double v : r.grad_x.host.matrix().data) EXPECT_EQ(v, 0.0);
     for (double v : r.grad_w.host.matrix().data) EXPECT_EQ(v, 0.0);
   }
+  // Skipping leaves every block out: the products add nothing, and the result is still zero.
+  const Result r = run({.t = 7, .v = 1000, .k = 64, .targets = std::vector<int32_t>(7, -100), .skip_below = 0x1p-12f});
+  for (double v : r.grad_x.host.matrix().data) EXPECT_EQ(v, 0.0);
+  for (double v : r.grad_w.host.matrix().data) EXPECT_EQ(v, 0.0);
 }
 
 TEST(CrossEntropyBackwardGpu, TargetOutsideTheVocabularyMakesItsRowNaN) {
   CODA_REQUIRE_HOPPER();
-  const Result r = run({.t = 7, .v = 1000, .k = 64, .targets = {1, 2, 1000, 3, -100, 4, 5}});
-  const reference::Matrix dx = r.grad_x.host.matrix();
-  for (int64_t m = 0; m < 7; ++m)
-    for (int64_t k = 0; k < 64; ++k) EXPECT_EQ(std::isnan(dx(m, k)), m == 2) << m << ", " << k;
+  for (const float skip : {0.0f, 0x1p-12f}) {  // a NaN row is never left out
+    const Result r = run({.t = 7, .v = 1000, .k = 64, .targets = {1, 2, 1000, 3, -100, 4, 5}, .skip_below = skip});
+    const reference::Matrix dx = r.grad_x.host.matrix();
+    for (int64_t m = 0; m < 7; ++m)
+      for (int64_t k = 0; k < 64; ++k) EXPECT_EQ(std::isnan(dx(m, k)), m == 2) << m << ", " << k << " skip " << skip;
+  }
 }
 
 TEST(CrossEntropyBackwardGpu, ExtremeLogitsGiveFiniteGradients) {
@@ -290,6 +404,13 @@ TEST(CrossEntropyBackwardGpu, BitwiseRepeatable) {
   EXPECT_EQ(r.grad_x.host.bytes, dx);
   EXPECT_EQ(r.grad_w.host.bytes, dw);
   EXPECT_EQ(r.row_dots.host.bytes, dots);
+  Case skipping = c;
+  skipping.skip_below = 0x1p-12f;
+  Result k = run(skipping);
+  const auto kx = k.grad_x.host.bytes, kw = k.grad_w.host.bytes;
+  backward(k, skipping, /*seed=*/8);
+  EXPECT_EQ(k.grad_x.host.bytes, kx);
+  EXPECT_EQ(k.grad_w.host.bytes, kw);
   for (const bool in_place : {true, false}) {
     Case stored = c;
     stored.chunk = 0;

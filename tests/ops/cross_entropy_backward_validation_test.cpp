@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "coda/coda.h"
 #include "coda/core/device.hpp"
 #include "coda/ops/cross_entropy.hpp"
@@ -253,6 +255,58 @@ TEST(CrossEntropyBackwardValidation, CAbiFromLogits) {
   EXPECT_THAT(coda_last_error(), HasSubstr("argument 'row_dots': cannot be computed from soft-capped stored logits"));
   if (!hopper_available()) {
     EXPECT_EQ(call(&logits, &logits, &capped, nullptr), CODA_UNSUPPORTED);
+    EXPECT_THAT(coda_last_error(), Not(HasSubstr("argument")));
+  }
+}
+
+// skip_below in [0, 1), not with stored logits; the workspace grows by the row maxima and the masks.
+TEST(CrossEntropyBackwardValidation, SkipRules) {
+  for (const float bad : {-0.5f, 1.0f, std::nanf("")}) {
+    Arguments a;
+    a.backward.skip_below = bad;
+    EXPECT_THAT(a.error(), HasSubstr("argument 'backward.skip_below': is "));
+    EXPECT_THAT(a.error(), HasSubstr("but must lie in [0, 1) (0: no skipping)"));
+    EXPECT_THROW((void)ops::cross_entropy_backward_workspace_bytes(kM, kV, kK, a.backward), InvalidArgument);
+  }
+  Arguments a;
+  a.backward.logits = tile(kM, kV);
+  a.backward.grad_logits = a.backward.logits;
+  a.backward.skip_below = 0x1p-12f;
+  a.bytes = 1 << 20;
+  EXPECT_THAT(a.error(), HasSubstr("argument 'backward.skip_below': is set with backward.logits"));
+  // 8192 tokens, 8192-column chunks: 2 MiB of row maxima and a few KB of masks beside the rest.
+  const std::size_t plain = ops::cross_entropy_backward_workspace_bytes(8192, 128256, 2048);
+  const std::size_t skipping =
+      ops::cross_entropy_backward_workspace_bytes(8192, 128256, 2048, {.row_dots = {}, .skip_below = 0x1p-12f});
+  EXPECT_GE(skipping, plain + (std::size_t(2) << 20));
+  EXPECT_LE(skipping, plain + (std::size_t(2) << 20) + (64 << 10));
+  if (!hopper_available()) {  // valid arguments reach the device check
+    Arguments valid;
+    valid.backward.skip_below = 0x1p-12f;
+    valid.bytes = ops::cross_entropy_backward_workspace_bytes(kM, kV, kK, valid.backward);
+    EXPECT_EQ(valid.run().code(), StatusCode::unsupported);
+  }
+}
+
+TEST(CrossEntropyBackwardValidation, CAbiSkipping) {
+  std::size_t bytes = 1;
+  EXPECT_EQ(coda_cross_entropy_backward_skipping_workspace_bytes(kM, kV, kK, 0, -1.0f, &bytes), CODA_INVALID_ARGUMENT);
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_THAT(coda_last_error(),
+              HasSubstr("coda_cross_entropy_backward_skipping_workspace_bytes: argument 'skip_below': is -1"));
+  ASSERT_EQ(coda_cross_entropy_backward_skipping_workspace_bytes(kM, kV, kK, 0, 0x1p-12f, &bytes), CODA_OK);
+  EXPECT_EQ(bytes, ops::cross_entropy_backward_workspace_bytes(kM, kV, kK, {.row_dots = {}, .skip_below = 0x1p-12f}));
+  auto [x, w, targets, lse, grad_loss, grad_x, grad_w] = CTensors{};
+  const auto call = [&](float skip, int64_t chunk) {
+    return coda_gemm_cross_entropy_backward_skipping(&x, &w, &targets, &lse, &grad_loss, &grad_x, &grad_w, nullptr,
+                                                     nullptr, nullptr, chunk, skip, memory, bytes, nullptr);
+  };
+  EXPECT_EQ(call(1.5f, 0), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("coda_gemm_cross_entropy_backward_skipping: argument 'skip_below': is 1.5"));
+  EXPECT_EQ(call(0x1p-12f, 100), CODA_INVALID_ARGUMENT);
+  EXPECT_THAT(coda_last_error(), HasSubstr("argument 'chunk_columns'"));
+  if (!hopper_available()) {
+    EXPECT_EQ(call(0x1p-12f, 0), CODA_UNSUPPORTED);
     EXPECT_THAT(coda_last_error(), Not(HasSubstr("argument")));
   }
 }

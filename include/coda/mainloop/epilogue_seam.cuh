@@ -24,6 +24,9 @@
 //     // epilogue of the tile before (the other consumer's) has returned from prepare():
 //     static constexpr uint32_t kStagedInputBytes;  // one tile's fetch (0: none)
 //     __device__ void fetch_input(const Params&, SharedStorage&, const TileCoordinates&, uint64_t* landed);
+//     // Optional: whether the launch's K-block mask (params.hpp, KBlockMask) applies: the kernel
+//     // leaves out the K blocks it clears (cooperative, unswapped configurations only).
+//     static constexpr bool kSkipsKBlocks;
 //   };
 //
 // prepare() does everything that needs the accumulators (the math; converting and packing the
@@ -108,5 +111,12 @@ template <class Epilogue>
 constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Params& p, const TileCoordinates& t) {
   e.mark(p, TileEvent::mma_begin, t);
 };
+
+/// Whether the epilogue asks for the launch's K-block mask to be honoured (kSkipsKBlocks above).
+template <class Epilogue>
+constexpr bool kSkipsKBlocks = [] {
+  if constexpr (requires { Epilogue::kSkipsKBlocks; }) return Epilogue::kSkipsKBlocks;
+  else return false;
+}();
 
 }  // namespace coda::mainloop

@@ -25,6 +25,8 @@
 // its fp32 partial to a workspace; the last to arrive adds them in segment order (deterministic, no
 // atomics on data) and runs the epilogue. A swapped configuration (tiles.hpp: small M) runs this
 // same kernel on C^T = B A^T: the plan hands it B as its A, and its epilogue transposes back.
+// Where the epilogue asks (kSkipsKBlocks), a K-block mask (params.hpp) leaves K blocks of each tile
+// row out: the producer loads and the consumers multiply only the blocks it keeps.
 #pragma once
 
 #include <cuda.h>
@@ -95,6 +97,30 @@ __device__ __forceinline__ void load_operand(uint8_t* tile, const CUtensorMap* m
     for (int chunk = first_row / 64; chunk < (first_row + rows) / 64; ++chunk)
       issue(tile + chunk * 64 * 128, tile_row0 + chunk * 64, k_block * 64);
   }
+}
+
+/// Whether a unit of output tile row `tile_m` computes K block `kb` (params.hpp, KBlockMask; no
+/// mask: every block). The CTAs of a cluster read one row of the mask, so they load the same
+/// blocks and keep sharing them by multicast. `WholeWarp` (the consumers): every lane calls, and
+/// the word is broadcast from lane 0 so the compiler knows the branch on it is uniform (a branch it
+/// must treat as divergent around wgmma serializes the MMAs: ptxas C7518). The producer's one
+/// thread reads it alone.
+template <class Config, bool WholeWarp>
+__device__ __forceinline__ bool computes_k_block(const KBlockMask& mask, int32_t tile_m, int32_t kb) {
+  if (mask.bits == nullptr) return true;
+  uint32_t word =
+      __ldg(mask.bits + uint32_t(tile_m) / Config::kClusterM * uint32_t(mask.words_per_row) + uint32_t(kb) / 32u);
+  if constexpr (WholeWarp) word = __shfl_sync(0xffffffffu, word, 0);
+  return (word >> (uint32_t(kb) % 32u)) & 1u;
+}
+
+/// The first K block at or after `kb` that a unit of tile row `tile_m` computes (`end` if none):
+/// the K loops step from kept block to kept block, so no branch skips the body holding the wgmma.
+template <class Config, bool Skips, bool WholeWarp>
+__device__ __forceinline__ int32_t kept_k_block(const KBlockMask& mask, int32_t tile_m, int32_t kb, int32_t end) {
+  if constexpr (Skips)
+    while (kb < end && !computes_k_block<Config, WholeWarp>(mask, tile_m, kb)) ++kb;
+  return kb;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,6 +260,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   if (p.role == LaunchRole::primary) sm90::launch_dependent_grids();
 
   static_assert(!kStagesInput<Epilogue> || Config::kPingPong, "a staged tile input needs the ping-pong schedule");
+  // K blocks left out (params.hpp, KBlockMask) where the epilogue asks, on the cooperative unswapped
+  // tile: a ping-pong consumer steps over the other's slots by their count, which a mask would change.
+  constexpr bool kSkips = kSkipsKBlocks<Epilogue> && !Config::kPingPong && !Config::kSwapAB;
   if (warpgroup == 0) {
     // ---- producer ----
     sm90::setmaxnreg_decrease<kProducerRegisters>();
@@ -290,7 +319,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           if (boxed < rows_b) rows_b = boxed;
           stage_bytes = uint32_t(Storage::kBytesA + rows_b * Config::kBlockK * 2);
         }
-        for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
+        const auto kept = [&](int32_t kb) {
+          return kept_k_block<Config, kSkips, false>(p.k_block_mask, unit.tile_m, kb, unit.k_block_end);
+        };
+        for (int32_t kb = kept(unit.k_block_begin); kb < unit.k_block_end; kb = kept(kb + 1)) {
           sm90::wait(&s.empty[stage], phase ^ 1);
           sm90::arrive_expect_bytes(&s.full[stage], stage_bytes);
           load_operand<AMajor>(s.a[stage], &p.a, int(rank_n) * Config::kRowsLoadedA, Config::kRowsLoadedA,
@@ -367,8 +399,22 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       coords.tile_m = unit.tile_m;
       coords.tile_n = unit.tile_n;
       Acc acc;
-      int previous = -1;
-      for (int32_t kb = unit.k_block_begin; kb < unit.k_block_end; ++kb) {
+      // A unit whose every K block is left out sums to zero. (Zeroed here rather than after the
+      // loop: a branch that writes the accumulators after it serializes the wgmmas, ptxas C7518,
+      // and spills.)
+      if constexpr (kSkips) {
+#pragma unroll
+        for (int block = 0; block < Acc::kBlocks; ++block)
+#pragma unroll
+          for (int i = 0; i < Acc::kValuesPerBlock; ++i) acc.value[block][i] = 0.0f;
+      }
+      int previous = -1;  // the slot of the last K block computed (-1: none yet)
+      const auto kept = [&](int32_t kb) {
+        return kept_k_block<Config, kSkips, true>(p.k_block_mask, unit.tile_m, kb, unit.k_block_end);
+      };
+      for (int32_t kb = kept(unit.k_block_begin); kb < unit.k_block_end; kb = kept(kb + 1)) {
+        // The first K block computed starts the sum (wgmma's scale-d = 0), the others add to it.
+        const bool adds = kSkips ? previous >= 0 : kb > unit.k_block_begin;
         sm90::wait(full_barriers + 8 * stage, phase);
         sm90::wgmma_fence();
         const uint64_t slot_a = operand_descriptor<AMajor>(tiles_a + stage * Storage::kBytesA, part_row);
@@ -380,8 +426,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           for (int block = 0; block < Acc::kBlocks; ++block) {
             const uint64_t desc_a =
                 sm90::advance_descriptor(slot_a, (64 * block) * kDescriptorRowStep + k16 * kDescriptorK16Step<AMajor>);
-            mma_k16<Element, AMajor, BMajor, Config::kWarpgroupN>(acc.value[block], desc_a, desc_b,
-                                                                  kb > unit.k_block_begin || k16 > 0);
+            mma_k16<Element, AMajor, BMajor, Config::kWarpgroupN>(acc.value[block], desc_a, desc_b, adds || k16 > 0);
           }
         }
         sm90::wgmma_commit();
@@ -402,7 +447,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       sm90::wgmma_wait<0>();
 #pragma unroll
       for (int block = 0; block < Acc::kBlocks; ++block) sm90::accumulators_fence(acc.value[block]);
-      release_slot<Config>(empty_barriers + 8 * previous, lane);
+      if (!kSkips || previous >= 0) release_slot<Config>(empty_barriers + 8 * previous, lane);
       if constexpr (kMarksTiles<Epilogue>) epilogue.mark(p.epilogue, TileEvent::accumulators_final, coords);
 
       // This consumer's tiles are every other unit, so input_landed[consumer] completes once per

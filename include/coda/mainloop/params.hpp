@@ -35,6 +35,16 @@ struct PartialsWorkspace {
   float* partials;
 };
 
+/// K blocks a launch may leave out (kernel.cuh): tile row r (of BlockM x ClusterM output rows, a
+/// cluster's rows, which share their operand loads) computes K block kb only where bit kb % 32 of
+/// word bits[r * words_per_row + kb / 32] is set; the blocks left out add nothing to its sum. Null
+/// bits: every block. Only kernels whose epilogue skips K blocks read it (epilogue_seam.cuh); the
+/// cross-entropy backward builds it from the gradient's magnitude (ops/cross_entropy.hpp).
+struct KBlockMask {
+  const uint32_t* bits = nullptr;
+  int32_t words_per_row = 0;
+};
+
 /// How a launch relates to the one beside it (plan.hpp: a program's companion launch).
 enum class LaunchRole : int32_t {
   alone,      // the only launch of its GEMM
@@ -50,6 +60,7 @@ struct KernelParams {
   int32_t m, n;
   int32_t token_box_rows;  // rows of B's TMA box (plan.cpp); read by swapped tiles, whose K-major B is the tokens
   PartialsWorkspace partials;
+  KBlockMask k_block_mask;
   EpilogueParams epilogue;
   LaunchRole role;
 };

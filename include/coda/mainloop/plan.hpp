@@ -42,6 +42,7 @@ struct LaunchPlan {
   PartialsWorkspace partials{};
   std::size_t counter_bytes = 0;  // arrival counters at partials.arrivals, zeroed before each launch
   LaunchRole role = LaunchRole::alone;
+  KBlockMask k_block_mask{};  // none: every K block (params.hpp; a kernel that skips K blocks reads it)
 
   template <class EpilogueParams>
   KernelParams<EpilogueParams> kernel_params(const EpilogueParams& epilogue) const {
@@ -53,6 +54,7 @@ struct LaunchPlan {
     p.n = int32_t(swap_ab ? m : n);
     p.token_box_rows = token_box_rows;
     p.partials = partials;
+    p.k_block_mask = k_block_mask;
     p.epilogue = epilogue;
     p.role = role;
     return p;

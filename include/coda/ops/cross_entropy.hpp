@@ -25,7 +25,10 @@
 // in a fixed chunk order: the same bits run after run, no atomics). The work is four GEMMs of the
 // forward's size with the forward; the workspace holds 4 floats a row, M x chunk 16-bit values and,
 // with more than one chunk, the M x K f32 sum. options.gemm applies to the logits GEMM; the dW and
-// dX GEMMs run with the defaults.
+// dX GEMMs run with the defaults. With backward.skip_below > 0 the dW and dX products leave out
+// the blocks of dZ that softmax makes negligible (CrossEntropyBackwardOptions::skip_below, its bound):
+//
+//   coda::ops::CrossEntropyBackwardOptions backward{.skip_below = 0x1p-12f};
 //
 // Where memory allows, keep the forward's logits and skip the recompute (three GEMMs instead of
 // four; CrossEntropyBackwardOptions::logits):
@@ -98,6 +101,18 @@ struct CrossEntropyBackwardOptions {
   // With logits: where dZ goes (M x V, x's type; times the row scale), logits itself (in place: the
   // logits are consumed) or another buffer; rows 16-byte aligned like the logits'.
   TensorView grad_logits{};
+  // Skip threshold tau, in [0, 1) (0: off, every block computed). Above 0 the recomputing backward
+  // leaves out of dW = dZ^T x and dX = dZ w every block of dZ (256 rows x 64 columns of the
+  // vocabulary, and 256 vocabulary rows x 64 tokens) whose every element is bounded by
+  // |dZ[m, n]| <= tau |g[m]| row_scale[m] (g the gradient reaching row m's loss), judged from the
+  // largest logit of each 128-column part: softmax below tau and not the target. The error this
+  // leaves is bounded element by element (docs/kernels.md, "Skipping"):
+  //   |dX[m, k] - exact| <= tau |g[m]| row_scale[m] sum_{n skipped in row m} |w[n, k]|
+  //   |dW[n, k] - exact| <= tau sum_{m skipped in column n} |g[m]| row_scale[m] |x[m, k]|
+  // Ignored rows (g = 0) are skipped exactly. Deterministic: the masks are integer ORs and the
+  // products keep their order. Apple's Cut Cross-Entropy skips at 2^-12 in bf16; its win is the
+  // fraction of blocks a peaked softmax leaves out. Not with stored logits.
+  float skip_below = 0.0f;
 };
 
 /// The chunk width the backward picks for M rows, a vocabulary of V and K columns of x: what fits a

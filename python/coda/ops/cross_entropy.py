@@ -25,17 +25,20 @@ from .. import _library as L
 _lib = torch.library.Library("coda", "FRAGMENT")
 _OPTIONS = "int ignore_index, float label_smoothing, float z_loss, float softcap, str reduction"
 # Returns (loss, lse, logits); logits has no elements unless return_logits.
+# skip_below: the backward's (kept here so autograd hands it on; the forward does not read it).
 _lib.define(f"linear_cross_entropy(Tensor x, Tensor weight, Tensor targets, {_OPTIONS}, Tensor? row_scale=None, "
-            "bool return_logits=False) -> (Tensor, Tensor, Tensor)")
+            "bool return_logits=False, float skip_below=0.0) -> (Tensor, Tensor, Tensor)")
 # Returns (grad_x, grad_weight, grad_row_scale); grad_row_scale has no elements unless row_scale_grad.
 # logits: the forward's (return_logits); the backward then reads them instead of recomputing them.
 _lib.define(f"linear_cross_entropy_backward(Tensor grad_loss, Tensor x, Tensor weight, Tensor targets, Tensor lse, "
-            f"{_OPTIONS}, Tensor? row_scale=None, bool row_scale_grad=False, Tensor? logits=None) "
-            "-> (Tensor, Tensor, Tensor)")
+            f"{_OPTIONS}, Tensor? row_scale=None, bool row_scale_grad=False, Tensor? logits=None, "
+            "float skip_below=0.0) -> (Tensor, Tensor, Tensor)")
 _OP = "linear_cross_entropy"
 
 
-def _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale):
+def _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale, skip_below=0.0):
+    if not 0.0 <= skip_below < 1.0:
+        raise ValueError(f"coda.{_OP}: skip_below {skip_below} must lie in [0, 1) (0: no skipping)")
     checks.tensor(_OP, "x", x, checks.FLOATS, rank=2)
     checks.tensor(_OP, "weight", weight, checks.FLOATS, rank=2)
     checks.same_dtype(_OP, "weight", weight, "x", x)
@@ -72,8 +75,8 @@ def _new_logits(x, vocab, wanted):
 
 @torch.library.register_fake("coda::linear_cross_entropy")
 def _fake(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale=None,
-          return_logits=False):
-    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale)
+          return_logits=False, skip_below=0.0):
+    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale, skip_below)
     return (x.new_empty(_loss_shape(x, reduction), dtype=torch.float32),
             x.new_empty(x.shape[0], dtype=torch.float32), _new_logits(x, weight.shape[0], return_logits))
 
@@ -92,8 +95,8 @@ def _options(ignore_index, label_smoothing, z_loss, softcap, reduction):
 
 @L.kernel(_lib, "linear_cross_entropy")
 def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale=None,
-             return_logits=False):
-    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale)
+             return_logits=False, skip_below=0.0):
+    _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale, skip_below)
     x, weight, targets = checks.rows(x), checks.rows(weight), checks.vector(targets)
     row_scale = None if row_scale is None else checks.vector(row_scale)
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
@@ -113,17 +116,20 @@ def _forward(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap,
 
 @torch.library.register_fake("coda::linear_cross_entropy_backward")
 def _backward_fake(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
-                   row_scale=None, row_scale_grad=False, logits=None):
+                   row_scale=None, row_scale_grad=False, logits=None, skip_below=0.0):
     return (x.new_empty(x.shape), weight.new_empty(weight.shape),
             x.new_empty(x.shape[0] if row_scale is not None and row_scale_grad else 0, dtype=torch.float32))
 
 
 @L.kernel(_lib, "linear_cross_entropy_backward", checked=False)
 def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothing, z_loss, softcap, reduction,
-                 row_scale=None, row_scale_grad=False, logits=None):
+                 row_scale=None, row_scale_grad=False, logits=None, skip_below=0.0):
     """With the forward's logits, three GEMMs where recomputing takes four: dZ from them into a new M x V
     buffer (the saved logits stay as they are), then dW = dZ^T x and dX = dZ W over the whole vocabulary.
-    Soft-capped logits cannot give the row scale's gradient (it needs them before the cap): recomputed."""
+    Soft-capped logits cannot give the row scale's gradient (it needs them before the cap): recomputed.
+    skip_below > 0 applies to the recomputing path only (libcoda's skipping backward)."""
+    if not 0.0 <= skip_below < 1.0:
+        raise ValueError(f"coda.{_OP}: skip_below {skip_below} must lie in [0, 1) (0: no skipping)")
     x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
     grad_loss = grad_loss.reshape(-1).float().contiguous()
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
@@ -144,6 +150,13 @@ def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothi
                    L.view("dz", _new_logits(x, vocab, True)), L.view("dx", grad_x), L.view("dw", grad_w),
                    L.ctypes.byref(options), L.view("rs", row_scale), L.view("dots", row_dots), ws.data_ptr(), bytes_,
                    L.stream(x.device))
+        elif skip_below > 0:
+            bytes_ = L.workspace_bytes("coda_cross_entropy_backward_skipping_workspace_bytes", m, vocab, k, 0,
+                                       skip_below)
+            ws = L.workspace(bytes_, x.device)
+            L.call(L.lib.coda_gemm_cross_entropy_backward_skipping, *common, L.view("dx", grad_x),
+                   L.view("dw", grad_w), L.ctypes.byref(options), L.view("rs", row_scale), L.view("dots", row_dots),
+                   0, skip_below, ws.data_ptr(), bytes_, L.stream(x.device))
         else:
             bytes_ = L.workspace_bytes("coda_cross_entropy_backward_workspace_bytes", m, vocab, k, 0)
             ws = L.workspace(bytes_, x.device)
@@ -156,32 +169,34 @@ def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothi
 
 
 def _setup(ctx, inputs, output):
-    x, weight, targets, *options, row_scale, _return_logits = inputs
+    x, weight, targets, *options, row_scale, _return_logits, skip_below = inputs
     # With the logits made (return_logits: asked for, or kept for the backward), the backward reads them.
     ctx.save_for_backward(x, weight, targets, output[1], row_scale, output[2] if output[2].numel() else None)
     ctx.options = options
+    ctx.skip_below = skip_below
     ctx.mark_non_differentiable(output[1], output[2])
     ctx.set_materialize_grads(False)  # no M x V zeros for the logits' (absent) gradient
 
 
 def _backward(ctx, grad_loss, _grad_lse, _grad_logits):
     if grad_loss is None:  # the loss took no part in what is differentiated
-        return (None,) * 10
+        return (None,) * 11
     x, weight, targets, lse, row_scale, logits = ctx.saved_tensors
     needs = ctx.needs_input_grad
     row_scale_grad = row_scale is not None and needs[8]
     grad_x, grad_w, grad_row_scale = torch.ops.coda.linear_cross_entropy_backward(grad_loss, x, weight, targets, lse,
                                                                                  *ctx.options, row_scale,
-                                                                                 row_scale_grad, logits)
+                                                                                 row_scale_grad, logits,
+                                                                                 ctx.skip_below)
     return ((grad_x if needs[0] else None, grad_w if needs[1] else None) + (None,) * 6 +
-            (grad_row_scale if row_scale_grad else None, None))
+            (grad_row_scale if row_scale_grad else None, None, None))
 
 
 torch.library.register_autograd("coda::linear_cross_entropy", _backward, setup_context=_setup)
 
 
 def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=0.0, z_loss=0.0, softcap=0.0,
-                         reduction="mean", row_scale=None, return_logits=False, keep_logits=False):
+                         reduction="mean", row_scale=None, return_logits=False, keep_logits=False, skip_below=0.0):
     """cross_entropy(x @ weight.T, targets) without the logits: x (M, K) or (..., K), weight (V, K), targets
     (M) or (...) integer class indices (int64 is converted to int32). Returns the f32 loss: a scalar for
     'mean' (over non-ignored rows; NaN when all are ignored) and 'sum', the per-token losses for 'none'.
@@ -192,9 +207,13 @@ def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=
     instead of recomputing them, three GEMMs of the forward's size in all where recomputing takes four, for M x V
     values held from the forward to the backward and as many again during it (torch.compile's trade). Made
     logits are always kept (return_logits too); the gradient then follows the 16-bit logits, as PyTorch's does.
+    skip_below: in [0, 1), e.g. 2 ** -12: the recomputing backward leaves out of dW and dX the blocks of dZ whose
+    every element is at most skip_below * |g| * row_scale (g the gradient reaching a row's loss): faster where the
+    softmax is peaked, with an error bounded element by element (docs/kernels.md, "Skipping"). 0: off.
 
         loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten())
         loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten(), keep_logits=True)
+        loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten(), skip_below=2 ** -12)
     """
     x, weight = L.autocast(x, weight)
     if x.dim() != 2:
@@ -208,5 +227,6 @@ def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=
     loss, _, logits = torch.ops.coda.linear_cross_entropy(x, weight, targets, int(ignore_index),
                                                           float(label_smoothing), float(z_loss), float(softcap),
                                                           reduction, row_scale,
-                                                          bool(return_logits) or bool(keep_logits))
+                                                          bool(return_logits) or bool(keep_logits),
+                                                          float(skip_below))
     return (loss, logits) if return_logits else loss

@@ -45,6 +45,12 @@ struct ProgramEpilogue {
     alignas(1024) uint8_t region[kBuffers][detail::kSubtileBytes];  // the input's box b is subtiles 2b, 2b + 1
   };
   using SharedStorage = std::conditional_t<kStaged, SharedRegion, StagingPerConsumer>;
+  // The launch's K-block mask applies where the program declares kSkipsKBlocks (running_sum.hpp;
+  // mainloop/params.hpp, KBlockMask).
+  static constexpr bool kSkipsKBlocks = [] {
+    if constexpr (requires { Program::kSkipsKBlocks; }) return Program::kSkipsKBlocks;
+    else return false;
+  }();
 
   /// One thread: fetch tile `t`'s part of the staged input, landing on `landed` (kernel.cuh).
   __device__ void fetch_input(const Params& program, SharedStorage& s, const mainloop::TileCoordinates& t,

@@ -91,6 +91,8 @@ struct CrossEntropyBackward {
   TileOut grad_logits{};     // dZ (times row_scale), M x (this launch's columns)
   Partials row_dots{};       // optional: M x parts, <dZ, Z> over the part (Z after the row scale,
                              // dZ before the stored rstd factor)
+  Partials row_max{};        // optional: M x parts, the largest Z of the part (after the row scale,
+                             // before the cap): what the op's skip masks bound softmax by
   float softcap = 0.0f;      // > 0: soft-capping on
   int32_t first_column = 0;  // the vocabulary column of this launch's column 0 (a chunk of V)
 
@@ -113,6 +115,7 @@ struct CrossEntropyBackward {
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
     if (row_scale.data) t.map([&](Element& x) { x.value *= t.load(row_scale, x); });
+    if (row_max.data) t.row_reduce(row_max, Max{}, [](const Element& x) { return x.value; });
     if (softcap > 0.0f) {
       const float inverse_softcap = 1.0f / softcap;  // once per tile (CrossEntropyPartials says why)
       if (row_dots.data)

@@ -8,6 +8,9 @@
 //
 // In place is safe: each element is read and written by the same thread, the read first. The
 // chunks run in a fixed order, so the result is the same bits run after run.
+//
+// On the cooperative m128n256 tile its launches honour a K-block mask (mainloop/params.hpp,
+// KBlockMask): the cross-entropy backward leaves out the blocks of dZ below its skip threshold.
 #pragma once
 
 #include "coda/epilogue/program.hpp"
@@ -18,6 +21,7 @@ struct RunningSum {
   Table sum_in{};                   // f32 M x N: the earlier chunks' sum (data null: the first chunk)
   TileOutOf<DType::f32> sum_out{};  // f32 M x N: the sum so far (data null: the last chunk, see out)
   TileOut out{};                    // the finished sum, in the launch's type (the last chunk)
+  static constexpr bool kSkipsKBlocks = true;
 
   template <class Tile>
   CODA_HD void operator()(Tile& t) const {
