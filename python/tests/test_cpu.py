@@ -168,6 +168,10 @@ def test_opcheck_on_meta(op, args):
      ValueError, ["z_loss", ">= 0"]),
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), skip_below=1.0),
      ValueError, ["skip_below", "[0, 1)"]),
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32),
+                                       skip_below=1 - 1e-9), ValueError, ["skip_below", "[0, 1)"]),  # 1.0 as an f32
+    (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), skip_below=2 ** -12,
+                                       keep_logits=True), ValueError, ["skip_below", "keep_logits"]),
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32), row_scale=meta(4)),
      TypeError, ["row_scale", "bfloat16", "float32"]),
     (lambda: coda.linear_cross_entropy(meta(4, 64), meta(100, 64), meta(4, dtype=torch.int32),

@@ -27,8 +27,9 @@ __device__ bool keeps_part(const GradientSkip& s, int64_t m, int64_t part) {
   const float bound = fabsf(factors[epilogue::kSoftmaxScale]) * expf(y - s.lse[m]) + fabsf(smoothing);
   const int64_t first = s.first_column + part * epilogue::kPartCols;
   const int64_t target = s.targets[m];
-  // NaN anywhere (a logit, g of a target outside the vocabulary) fails the comparison: kept.
-  return !(bound <= s.threshold * fabsf(g)) || (target >= first && target < first + epilogue::kPartCols);
+  // NaN anywhere (a logit, g of a target outside the vocabulary) fails the comparison: kept. A row
+  // whose g is 0 (ignored, even where ignore_index names a column of this part) has dZ = 0.
+  return !(bound <= s.threshold * fabsf(g)) || (g != 0.0f && target >= first && target < first + epilogue::kPartCols);
 }
 
 __global__ void __launch_bounds__(kThreads) gradient_skip_kernel(GradientSkip s) {

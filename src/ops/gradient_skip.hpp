@@ -29,7 +29,7 @@ struct GradientSkip {
   int32_t grad_x_words;
 };
 
-/// Words of a mask row over `blocks` K blocks of 64.
+/// Words of a mask row over a K of `k` elements (one bit per block of 64).
 inline int32_t mask_words(int64_t k) { return int32_t(((k + 63) / 64 + 31) / 32); }
 
 /// Clear both masks, then set the bit of every (tile row, K block) that holds an element of dZ the

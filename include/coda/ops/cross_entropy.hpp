@@ -26,7 +26,9 @@
 // forward's size with the forward; the workspace holds 4 floats a row, M x chunk 16-bit values and,
 // with more than one chunk, the M x K f32 sum. options.gemm applies to the logits GEMM; the dW and
 // dX GEMMs run with the defaults. With backward.skip_below > 0 the dW and dX products leave out
-// the blocks of dZ that softmax makes negligible (CrossEntropyBackwardOptions::skip_below, its bound):
+// the blocks of dZ that softmax makes negligible (CrossEntropyBackwardOptions::skip_below, its bound),
+// on the m128n256 tile; the workspace then also holds each chunk's row maxima (M x chunk / 128
+// floats) and two masks of a few KB:
 //
 //   coda::ops::CrossEntropyBackwardOptions backward{.skip_below = 0x1p-12f};
 //

@@ -37,7 +37,7 @@ _OP = "linear_cross_entropy"
 
 
 def _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale, skip_below=0.0):
-    if not 0.0 <= skip_below < 1.0:
+    if not 0.0 <= L.ctypes.c_float(skip_below).value < 1.0:  # as libcoda reads it: an f32
         raise ValueError(f"coda.{_OP}: skip_below {skip_below} must lie in [0, 1) (0: no skipping)")
     checks.tensor(_OP, "x", x, checks.FLOATS, rank=2)
     checks.tensor(_OP, "weight", weight, checks.FLOATS, rank=2)
@@ -128,7 +128,7 @@ def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothi
     buffer (the saved logits stay as they are), then dW = dZ^T x and dX = dZ W over the whole vocabulary.
     Soft-capped logits cannot give the row scale's gradient (it needs them before the cap): recomputed.
     skip_below > 0 applies to the recomputing path only (libcoda's skipping backward)."""
-    if not 0.0 <= skip_below < 1.0:
+    if not 0.0 <= L.ctypes.c_float(skip_below).value < 1.0:
         raise ValueError(f"coda.{_OP}: skip_below {skip_below} must lie in [0, 1) (0: no skipping)")
     x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
     grad_loss = grad_loss.reshape(-1).float().contiguous()
@@ -215,6 +215,9 @@ def linear_cross_entropy(x, weight, targets, ignore_index=-100, label_smoothing=
         loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten(), keep_logits=True)
         loss = coda.linear_cross_entropy(h.flatten(0, 1), lm_head.weight, labels.flatten(), skip_below=2 ** -12)
     """
+    if skip_below and (keep_logits or return_logits):
+        raise ValueError(f"coda.{_OP}: skip_below applies to the recomputing backward; with keep_logits or "
+                         "return_logits the backward reads the logits instead")
     x, weight = L.autocast(x, weight)
     if x.dim() != 2:
         x = x.reshape(-1, x.shape[-1])
