@@ -75,8 +75,7 @@ Workspace layout(int64_t m, int64_t vocab, int64_t k, const CrossEntropyBackward
     w.row_max = static_cast<float*>(carve.take(std::size_t(m * epilogue::parts_along(w.chunk)) * 4));
     w.grad_w_words = mask_words(m);
     w.grad_x_words = mask_words(w.chunk);
-    const int64_t w_rows = (w.chunk + kSkipTileRows - 1) / kSkipTileRows,
-                  x_rows = (m + kSkipTileRows - 1) / kSkipTileRows;
+    const int64_t w_rows = mask_rows(w.chunk, kSkipTileRows), x_rows = mask_rows(m, kSkipTileRows);
     w.grad_w_mask = static_cast<uint32_t*>(carve.take(std::size_t(w_rows * w.grad_w_words) * 4));
     w.grad_x_mask = static_cast<uint32_t*>(carve.take(std::size_t(x_rows * w.grad_x_words) * 4));
   }

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) gradient_skip_kernel(GradientSkip s)
 
 void launch_gradient_skip(const GradientSkip& s, cudaStream_t stream) {
   const int64_t parts = epilogue::parts_along(s.columns);
-  const int64_t x_rows = (s.rows + s.tile_rows - 1) / s.tile_rows, w_rows = (s.columns + s.tile_rows - 1) / s.tile_rows;
+  const int64_t x_rows = mask_rows(s.rows, s.tile_rows), w_rows = mask_rows(s.columns, s.tile_rows);
   CODA_CUDA_CHECK(cudaMemsetAsync(s.grad_x_mask, 0, std::size_t(x_rows * s.grad_x_words) * 4, stream));
   CODA_CUDA_CHECK(cudaMemsetAsync(s.grad_w_mask, 0, std::size_t(w_rows * s.grad_w_words) * 4, stream));
   const dim3 grid(unsigned((s.rows + kRows - 1) / kRows), unsigned((parts + kParts - 1) / kParts));

@@ -32,6 +32,9 @@ struct GradientSkip {
 /// Words of a mask row over a K of `k` elements (one bit per block of 64).
 inline int32_t mask_words(int64_t k) { return int32_t(((k + 63) / 64 + 31) / 32); }
 
+/// Rows of a mask over an output of `rows` rows, `tile_rows` a mask row.
+inline int64_t mask_rows(int64_t rows, int64_t tile_rows) { return (rows + tile_rows - 1) / tile_rows; }
+
 /// Clear both masks, then set the bit of every (tile row, K block) that holds an element of dZ the
 /// skip does not bound: |dZ[m, n]| <= threshold |g[m]| row_scale[m] unless the block's bit is set.
 /// A part (128 columns of a row) is kept when its largest softmax bound |g (1 + 2 lambda lse)| p_max

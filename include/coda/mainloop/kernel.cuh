@@ -99,6 +99,12 @@ __device__ __forceinline__ void load_operand(uint8_t* tile, const CUtensorMap* m
   }
 }
 
+/// Whether a kernel of `Config` with `Epilogue` honours the launch's K-block mask: where the epilogue
+/// asks, on the cooperative unswapped tile (a ping-pong consumer steps over the other's slots by
+/// their count, which a mask would change). launch.cuh refuses a mask elsewhere.
+template <class Config, class Epilogue>
+constexpr bool kReadsKBlockMask = kSkipsKBlocks<Epilogue> && !Config::kPingPong && !Config::kSwapAB;
+
 /// Whether a unit of output tile row `tile_m` computes K block `kb` (params.hpp, KBlockMask; no
 /// mask: every block). The CTAs of a cluster read one row of the mask, so they load the same
 /// blocks and keep sharing them by multicast. `WholeWarp` (the consumers): every lane calls, and
@@ -260,9 +266,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   if (p.role == LaunchRole::primary) sm90::launch_dependent_grids();
 
   static_assert(!kStagesInput<Epilogue> || Config::kPingPong, "a staged tile input needs the ping-pong schedule");
-  // K blocks left out (params.hpp, KBlockMask) where the epilogue asks, on the cooperative unswapped
-  // tile: a ping-pong consumer steps over the other's slots by their count, which a mask would change.
-  constexpr bool kSkips = kSkipsKBlocks<Epilogue> && !Config::kPingPong && !Config::kSwapAB;
+  constexpr bool kSkips = kReadsKBlockMask<Config, Epilogue>;  // K blocks left out (params.hpp, KBlockMask)
   if (warpgroup == 0) {
     // ---- producer ----
     sm90::setmaxnreg_decrease<kProducerRegisters>();

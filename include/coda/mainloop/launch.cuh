@@ -66,8 +66,7 @@ void launch_kernel(const LaunchPlan& plan, const KernelParams<typename Epilogue:
                               " but must be a multiple of 8 that divides the tile's " +
                               std::to_string(Config::kRowsLoadedB) + " B rows or holds all " +
                               std::to_string(b_rows) + " of them");
-  if (params.k_block_mask.bits != nullptr &&
-      (!kSkipsKBlocks<Epilogue> || Config::kPingPong || Config::kSwapAB || plan.batch != 1))
+  if (params.k_block_mask.bits != nullptr && (!kReadsKBlockMask<Config, Epilogue> || plan.batch != 1))
     throw InvalidArgument("coda::mainloop::launch_kernel",
                           "argument 'plan': has a K-block mask, which only a kernel whose epilogue skips K blocks "
                           "reads, on a cooperative unswapped tile and one batch");

@@ -36,9 +36,13 @@ _lib.define(f"linear_cross_entropy_backward(Tensor grad_loss, Tensor x, Tensor w
 _OP = "linear_cross_entropy"
 
 
-def _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale, skip_below=0.0):
+def _check_skip_below(skip_below):
     if not 0.0 <= L.ctypes.c_float(skip_below).value < 1.0:  # as libcoda reads it: an f32
         raise ValueError(f"coda.{_OP}: skip_below {skip_below} must lie in [0, 1) (0: no skipping)")
+
+
+def _check(x, weight, targets, ignore_index, label_smoothing, z_loss, softcap, reduction, row_scale, skip_below=0.0):
+    _check_skip_below(skip_below)
     checks.tensor(_OP, "x", x, checks.FLOATS, rank=2)
     checks.tensor(_OP, "weight", weight, checks.FLOATS, rank=2)
     checks.same_dtype(_OP, "weight", weight, "x", x)
@@ -128,8 +132,7 @@ def _backward_op(grad_loss, x, weight, targets, lse, ignore_index, label_smoothi
     buffer (the saved logits stay as they are), then dW = dZ^T x and dX = dZ W over the whole vocabulary.
     Soft-capped logits cannot give the row scale's gradient (it needs them before the cap): recomputed.
     skip_below > 0 applies to the recomputing path only (libcoda's skipping backward)."""
-    if not 0.0 <= L.ctypes.c_float(skip_below).value < 1.0:
-        raise ValueError(f"coda.{_OP}: skip_below {skip_below} must lie in [0, 1) (0: no skipping)")
+    _check_skip_below(skip_below)
     x, weight, targets, lse = checks.rows(x), checks.rows(weight), checks.vector(targets), checks.vector(lse)
     grad_loss = grad_loss.reshape(-1).float().contiguous()
     options = _options(ignore_index, label_smoothing, z_loss, softcap, reduction)
