@@ -212,6 +212,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const std
     f << "    {\"group\": \"" << r.shape.group << "\", \"label\": \"" << r.shape.label << "\", \"m\": " << r.shape.m
       << ", \"n\": " << r.shape.n << ", \"k\": " << r.shape.k << ", \"majors\": \"" << majors(r.shape)
       << "\", \"tile\": \"" << name(r.plan.tile) << "\", \"split_k\": " << r.plan.split_k
+      << ", \"split_k_in_cluster\": " << (r.plan.split_k_in_cluster ? "true" : "false")
       << ", \"stream_k_tiles\": " << r.plan.stream_k_tiles << ", \"ctas\": " << r.plan.ctas
       << ", \"coda_ms\": " << r.ours.median_ms << ", \"cublas_ms\": " << r.cublas.median_ms
       << ", \"coda_tflops\": " << tflops(r.shape, r.ours) << ", \"cublas_tflops\": " << tflops(r.shape, r.cublas)
@@ -262,7 +263,7 @@ int gemm_benchmark(const GemmBenchOptions& options) {
     std::printf("device-to-device copy: %.0f GB/s (read + write); rows with M <= %lld: GB/s of the weight's bytes, "
                 "%% of that\n",
                 copy, static_cast<long long>(kSmallM));
-  std::printf("%-12s %-22s %-24s %-9s %-22s %9s %7s %9s %7s %7s %9s %13s %13s\n", "group", "shape", "M x N x K",
+  std::printf("%-12s %-22s %-24s %-9s %-26s %9s %7s %9s %7s %7s %9s %13s %13s\n", "group", "shape", "M x N x K",
               "majors", "tile", "coda ms", "TF/s", "cuBLAS ms", "TF/s", "ratio", "diff", "coda GB/s", "cuBLAS GB/s");
   std::vector<Row> rows;
   std::map<std::string, std::pair<double, int>> log_sums;
@@ -274,10 +275,12 @@ int gemm_benchmark(const GemmBenchOptions& options) {
     log_sums[s.group].first += std::log(ratio);
     log_sums[s.group].second += 1;
     const std::string dims = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
-    const std::string plan = std::string(name(r.plan.tile)) +
-                             (r.plan.split_k > 1 ? " split" + std::to_string(r.plan.split_k) : "") +
-                             (r.plan.stream_k_tiles > 0 ? " sk" + std::to_string(r.plan.stream_k_tiles) : "") + " " +
-                             std::to_string(r.plan.ctas);
+    const std::string plan =
+        std::string(name(r.plan.tile)) +
+        (r.plan.split_k > 1 ? (r.plan.split_k_in_cluster ? " cluster" : " split") + std::to_string(r.plan.split_k)
+                            : "") +
+        (r.plan.stream_k_tiles > 0 ? " sk" + std::to_string(r.plan.stream_k_tiles) : "") + " " +
+        std::to_string(r.plan.ctas);
     char bandwidth[2][32] = {"-", "-"};
     if (s.m <= kSmallM) {
       const double ours = weight_gbs(s, r.ours, dtype), theirs = weight_gbs(s, r.cublas, dtype);
@@ -286,7 +289,7 @@ int gemm_benchmark(const GemmBenchOptions& options) {
       lowest_small_m_ratio = std::min(lowest_small_m_ratio, ratio);
       if (s.m <= 16) lowest_copy_share = std::min(lowest_copy_share, ours / copy);
     }
-    std::printf("%-12s %-22s %-24s %-9s %-22s %9.4f %7.1f %9.4f %7.1f %7.3f %9.2e %13s %13s\n", s.group.c_str(),
+    std::printf("%-12s %-22s %-24s %-9s %-26s %9.4f %7.1f %9.4f %7.1f %7.3f %9.2e %13s %13s\n", s.group.c_str(),
                 s.label.c_str(), dims.c_str(), majors(s).c_str(), plan.c_str(), r.ours.median_ms, tflops(s, r.ours),
                 r.cublas.median_ms, tflops(s, r.cublas), ratio, r.difference, bandwidth[0], bandwidth[1]);
     std::fflush(stdout);

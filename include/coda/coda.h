@@ -92,7 +92,8 @@ CODA_C_API coda_status coda_gemm_workspace_bytes(const coda_tensor* a, coda_majo
 /* What coda_gemm runs for this problem given a workspace of `workspace_bytes`. */
 typedef struct coda_gemm_plan_info {
   const char* tile;        /* the tile configuration ("m128n256", ...); static storage */
-  int32_t split_k;         /* K segments per output tile (1: none) */
+  int32_t split_k;         /* K segments per output tile (1: none; with workspace_bytes 0, the CTAs of a
+                              cluster, which add their partials in shared memory: small M) */
   int32_t stream_k_tiles;  /* tiles shared out by K iterations at the end (0: none) */
   int32_t ctas;            /* persistent CTAs launched */
   int64_t output_tiles;    /* tiles of C (all batches) */

@@ -77,7 +77,13 @@ CODA_API std::ostream& operator<<(std::ostream& out, GemmTile tile);
 
 struct GemmOptions {
   GemmTile tile = GemmTile::automatic;
-  int split_k = 0;  // 0: heuristic (splits only when a workspace is given); 1: never; n: exactly n
+  int split_k = 0;  // 0: heuristic (splits only when a workspace is given, or in clusters); 1: never; n: exactly n
+  // Swapped tiles (M <= 128): K may be split across the 2 to 4 CTAs of a cluster, which add their
+  // partials through distributed shared memory: no workspace, none of its overhead. The planner
+  // does so where few weight tiles would leave SMs idle; a split asked for runs so where the
+  // partials fit CTA 0's slots: (splits - 1) x ceil(M / 8) <= 3 (M <= 8: up to 4 splits; M <= 24: 2).
+  // false: K is split only through the workspace.
+  bool split_k_in_cluster = true;
   // Share the last partial wave out by K iterations (needs a workspace). Off by default: on an
   // H200 the fixup of the shared tiles cost more than the idle SMs it saves on every Transformer
   // shape measured (docs/performance.md).
@@ -101,6 +107,7 @@ struct GemmOperand {
 struct GemmPlan {
   GemmTile tile = GemmTile::automatic;
   int split_k = 1;
+  bool split_k_in_cluster = false;  // the split_k segments of a tile are the CTAs of one cluster
   int stream_k_tiles = 0;    // tiles (of clusters) finished in the stream-K tail
   int ctas = 0;              // persistent CTAs launched
   int64_t output_tiles = 0;  // tiles of C (all batches)

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
 #include <type_traits>
 
 #include "coda/core/device.hpp"
@@ -26,25 +27,29 @@ void launch_store(const LaunchPlan& plan, const StoreKernelParams& params, cudaS
 }
 
 template <class Tile>
-int resident_ctas_for() {
-  // Whole clusters that fit at once, asked of the occupancy calculator once per device.
-  static PerDevice<int> cached;
-  return cached.get([](int device) {
-    using Config = typename Tile::Config;
+int resident_ctas_for(int cluster) {
+  // Whole clusters that fit at once, asked of the occupancy calculator once per device and cluster
+  // size (the configuration's, or `cluster` CTAs for a swapped tile's K split in clusters).
+  using Config = typename Tile::Config;
+  if (cluster <= 0) cluster = Config::kClusterSize;
+  if (cluster > kMaxClusterSplits)
+    throw InternalError("coda::mainloop::resident_ctas_for",
+                        "K split in clusters of at most " + std::to_string(kMaxClusterSplits) + " CTAs");
+  static PerDevice<int> cached[kMaxClusterSplits + 1];
+  return cached[cluster].get([cluster](int device) {
     using Epilogue = StoreEpilogueOf<Config>;
     auto* kernel = &gemm_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>;
     constexpr int kShared = kSharedBytes<Config, __nv_bfloat16, Epilogue>;
     CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-    if constexpr (Config::kClusterSize == 1) {
+    if (cluster == 1) {
       int sms = 0;
       CODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
       return sms;
-    } else {
-      const ClusterLaunch<Config> one_cluster(Config::kClusterSize, kShared, nullptr);
-      int clusters = 0;
-      CODA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one_cluster.config));
-      return clusters * Config::kClusterSize;
     }
+    const ClusterLaunch<Config> one_cluster(cluster, kShared, nullptr, false, cluster);
+    int clusters = 0;
+    CODA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one_cluster.config));
+    return clusters * cluster;
   });
 }
 
@@ -75,4 +80,4 @@ Launcher launcher_for(DType input, Major a, Major b) {
 #define CODA_MAINLOOP_TILE(name)                                                                                \
   template coda::mainloop::Launcher coda::mainloop::launcher_for<coda::mainloop::TileOf<coda::GemmTile::name>>( \
       coda::DType, coda::Major, coda::Major);                                                                   \
-  template int coda::mainloop::resident_ctas_for<coda::mainloop::TileOf<coda::GemmTile::name>>();
+  template int coda::mainloop::resident_ctas_for<coda::mainloop::TileOf<coda::GemmTile::name>>(int);

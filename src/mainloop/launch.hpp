@@ -20,8 +20,9 @@ using Launcher = void (*)(const LaunchPlan& plan, const StoreKernelParams& param
 template <class Tile>
 Launcher launcher_for(DType input, Major a, Major b);
 
-/// CTAs of row `Tile` that fit on the current device at once (whole clusters).
+/// CTAs of row `Tile` that fit on the current device at once, in whole clusters of the
+/// configuration's size (`cluster` <= 0) or of `cluster` CTAs (1 to kMaxClusterSplits).
 template <class Tile>
-int resident_ctas_for();
+int resident_ctas_for(int cluster);
 
 }  // namespace coda::mainloop

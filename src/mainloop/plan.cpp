@@ -96,56 +96,83 @@ constexpr double kL2Reuse = 0.67;
 constexpr double kSegmentsBase = 5e-6;         // s
 constexpr double kSegmentCost = 1.1e-6;        // s
 constexpr double kSegmentTokenCost = 0.03e-6;  // s
+// A plan split across the CTAs of a cluster (segments.cuh) pays no memset and no round trip
+// through L2: each CTA but the first stores its partial into the first's shared memory, which
+// waits for them. kClusterSplitCost a split.
+constexpr double kClusterSplitCost = 0.3e-6;  // s
+
+// Resident CTAs of tile `t` in whole clusters of `cluster` CTAs (0: the configuration's) that
+// options.max_ctas allows (at least one cluster).
+int allowed_ctas(GemmTile t, const GemmOptions& options, int cluster = 0) {
+  const int ctas = with_tile(
+      t, [&]<class Tile>() { return resident_ctas_for<Tile>(cluster); },
+      []() -> int { throw InternalError("coda::mainloop", "no resident CTAs for the automatic tile"); });
+  if (cluster <= 0) cluster = facts(t).cluster_size();
+  return options.max_ctas > 0 ? std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster)) : ctas;
+}
 
 struct SwappedPlan {
   int split = 1;
+  bool in_cluster = false;  // the splits are the CTAs of a cluster
   double seconds = 0;
   int64_t rounds = 1;  // of resident CTAs
   int64_t busy = 0;    // CTAs with work in the first round
 };
 
-// The best split of `q` (the kernel's problem: weight rows x tokens) on swapped tile `f`, over
-// `ctas` resident CTAs; split 1 only when `can_split` is false.
-SwappedPlan swapped_plan(const Problem& q, const TileFacts& f, int64_t ctas, bool can_split) {
+// The time of `q` (the kernel's problem: weight rows x tokens) on swapped tile `f` in `split` K
+// segments (in a cluster or through the workspace), over `ctas` resident CTAs.
+SwappedPlan swapped_time(const Problem& q, const TileFacts& f, int64_t ctas, int split, bool in_cluster) {
   const int64_t weight_tiles = ceil_div(q.m, f.block_m) * q.batch;
   const int64_t token_tiles = ceil_div(q.n, f.block_n);
   const int64_t tokens = std::min<int64_t>(q.n, f.block_n);  // of a (full) token tile
-  const int64_t k_blocks = ceil_div(q.k, 64);
   const double tile_bytes = double(f.block_m) * double(q.k) * double(size_of(q.input));
   const double per_cta = double(f.stages) * f.block_m * 128 / kLoadedLatency;
-  auto plan = [&](int64_t split) {
-    const int64_t units = weight_tiles * token_tiles * split;
-    // A round of `running` units: each streams its share of a weight tile at the rate above.
-    auto round = [&](int64_t running) {
-      const double shared = kCopyBandwidth * (1.0 + kL2Reuse * double(token_tiles - 1));
-      return tile_bytes / double(split) / std::min(per_cta, shared / double(running));
-    };
-    const double segments = kSegmentsBase + double(split) * (kSegmentCost + kSegmentTokenCost * double(tokens));
-    SwappedPlan out{int(split), split > 1 ? segments : 0.0, ceil_div(units, ctas), std::min(units, ctas)};
-    out.seconds += double(units / ctas) * round(ctas) + (units % ctas ? round(units % ctas) : 0.0);
-    return out;
+  const int64_t units = weight_tiles * token_tiles * split;
+  // A round of `running` units: each streams its share of a weight tile at the rate above.
+  auto round = [&](int64_t running) {
+    const double shared = kCopyBandwidth * (1.0 + kL2Reuse * double(token_tiles - 1));
+    return tile_bytes / double(split) / std::min(per_cta, shared / double(running));
   };
-  SwappedPlan best = plan(1);
-  for (int64_t split = 2;
-       can_split && split <= std::min<int64_t>(64, k_blocks / 2) && weight_tiles * token_tiles * split <= ctas;
-       split *= 2)
-    if (const SwappedPlan next = plan(split); next.seconds < best.seconds * 0.97) best = next;
-  return best;
-}
-
-// Resident CTAs of tile `t` that options.max_ctas allows, in whole clusters (at least one).
-int allowed_ctas(GemmTile t, const TileFacts& f, const GemmOptions& options) {
-  const int ctas = resident_ctas(t), cluster = f.cluster_size();
-  return options.max_ctas > 0 ? std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster)) : ctas;
+  double segments = 0;
+  if (in_cluster) segments = kClusterSplitCost * double(split);
+  else if (split > 1) segments = kSegmentsBase + double(split) * (kSegmentCost + kSegmentTokenCost * double(tokens));
+  SwappedPlan out{split, in_cluster, segments, ceil_div(units, ctas), std::min(units, ctas)};
+  out.seconds += double(units / ctas) * round(ctas) + (units % ctas ? round(units % ctas) : 0.0);
+  return out;
 }
 
 // Whether swapped plan `x` beats `y`: faster by 3%, or as fast (within 3%) in fewer rounds, or in
 // as many rounds over more CTAs (N = 8192, M <= 64, where the model gives both the copy
-// bandwidth: 128 CTAs of swap_m64n64 0.87-1.05 of cuBLAS, 64 of swap_m64n128 0.79-1.01; H100).
+// bandwidth: 128 CTAs of swap_m64n64 0.87-1.05 of cuBLAS, 64 of swap_m64n128 0.79-1.01; H100. A
+// cluster split of a few weight tiles, where the model gives whole tiles within 3%: out and down
+// at H = 4096, M = 1, swap_m64n64 on 128 CTAs against 64, 13.0 -> 12.0 and 37.0 -> 31.8 us; H200).
 bool swapped_plan_better(const SwappedPlan& x, const SwappedPlan& y) {
   if (x.seconds < y.seconds * 0.97) return true;
   if (x.seconds > y.seconds * 1.03) return false;
   return x.rounds < y.rounds || (x.rounds == y.rounds && x.busy > y.busy);
+}
+
+// The best split of C's problem `p` on swapped tile `t`: whole tiles, K split across the CTAs of a
+// cluster (where options allow and the partials fit), or through the workspace (`workspace_split`).
+SwappedPlan swapped_plan(const Problem& p, GemmTile t, const GemmOptions& options, bool workspace_split) {
+  const TileFacts f = facts(t);
+  const Problem q = kernel_problem(p, f);
+  const int64_t tiles = ceil_div(q.m, f.block_m) * ceil_div(q.n, f.block_n) * q.batch;
+  const int64_t k_blocks = ceil_div(q.k, 64);
+  SwappedPlan best = swapped_time(q, f, allowed_ctas(t, options), 1, false);
+  auto consider = [&](const SwappedPlan& next) {
+    if (swapped_plan_better(next, best)) best = next;
+  };
+  for (int split = 2; options.split_k_in_cluster && split <= kMaxClusterSplits && split <= k_blocks; ++split) {
+    const int ctas = allowed_ctas(t, options, split);
+    if (cluster_split_fits(split, q.n, f.block_n) && tiles * split <= ctas)
+      consider(swapped_time(q, f, ctas, split, true));
+  }
+  const int ctas = allowed_ctas(t, options);
+  for (int split = 2; workspace_split && split <= std::min<int64_t>(64, k_blocks / 2) && tiles * split <= ctas;
+       split *= 2)
+    consider(swapped_time(q, f, ctas, split, false));
+  return best;
 }
 
 // Estimated time in units of one large tile's mainloop: whole "waves" of resident CTAs, each
@@ -249,24 +276,26 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
   Plan plan;
   GemmPlan& out = plan.public_plan;
   out.tile = options.tile;
-  int chosen_split = 0;  // the split the swapped tile choice found best (0: no choice made)
+  SwappedPlan chosen;  // the split the swapped tile choice found best
+  bool swapped_chosen = false;
+  const bool workspace_split = options.workspace != nullptr && options.split_k == 0;
   if (out.tile == GemmTile::automatic) {
     if (p.m <= kSwappedMaxM) {
       // Few tokens: swapped, a CTA's MMAs cover its weight rows at any M (m64n256 measured 0.63-0.92
       // of cuBLAS here): the tile and split the bandwidth model above prefers, the larger tile when
       // it cannot tell them apart. From 129 tokens the planner's estimate below.
-      const bool can_split = options.workspace != nullptr && options.split_k == 0;
-      SwappedPlan best;
+      // A split asked for (split_k > 1) is planned below, on the tile chosen whole.
+      GemmOptions choice = options;
+      if (options.split_k != 0) choice.split_k_in_cluster = false;
       for (GemmTile t : {GemmTile::swap_m64n128, GemmTile::swap_m64n64, GemmTile::swap_m128n64}) {
         if (t == GemmTile::swap_m128n64 && p.m < kWideTokenTileMinM) continue;
-        const TileFacts f = facts(t);
-        const SwappedPlan next = swapped_plan(kernel_problem(p, f), f, allowed_ctas(t, f, options), can_split);
-        if (out.tile == GemmTile::automatic || swapped_plan_better(next, best)) {
+        const SwappedPlan next = swapped_plan(p, t, choice, workspace_split);
+        if (out.tile == GemmTile::automatic || swapped_plan_better(next, chosen)) {
           out.tile = t;
-          best = next;
+          chosen = next;
         }
       }
-      chosen_split = best.split;
+      swapped_chosen = true;
     } else {
       // Not the ping-pong tile: it reads 1.5x the operand bytes per MMA from L2, which an H200 at
       // its power limit pays for in clock (steady state, the Transformer set: m128n256 everywhere
@@ -283,8 +312,8 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
   }
   const TileFacts f = facts(out.tile);
   const Problem q = kernel_problem(p, f);
-  const int cluster = f.cluster_size();
-  const int64_t clusters = allowed_ctas(out.tile, f, options) / cluster;
+  int cluster = f.cluster_size();
+  int64_t clusters = allowed_ctas(out.tile, options) / cluster;
   out.output_tiles = ceil_div(q.m, f.block_m) * ceil_div(q.n, f.block_n) * q.batch;
   plan.cluster_tiles =
       ceil_div(ceil_div(q.m, f.block_m), f.cluster_m) * ceil_div(ceil_div(q.n, f.block_n), f.cluster_n) * q.batch;
@@ -300,9 +329,15 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
                  ": splits x K blocks (", k_blocks, ") must stay below 2^31");
     check.throw_if_error();
     out.split_k = options.split_k;
-  } else if (options.split_k == 0 && has_workspace && f.swap_ab) {
-    // The heuristic's choice already weighed the splits, on these CTAs; a forced swapped tile's not.
-    out.split_k = chosen_split > 0 ? chosen_split : swapped_plan(q, f, clusters * cluster, true).split;
+    // Across the CTAs of a cluster where the partials fit and a cluster of that many is resident.
+    out.split_k_in_cluster = f.swap_ab && options.split_k_in_cluster &&
+                             cluster_split_fits(options.split_k, q.n, f.block_n) &&
+                             allowed_ctas(out.tile, options, options.split_k) >= options.split_k;
+  } else if (options.split_k == 0 && f.swap_ab) {
+    // The heuristic's choice already weighed the splits; a forced swapped tile's not.
+    const SwappedPlan best = swapped_chosen ? chosen : swapped_plan(p, out.tile, options, workspace_split);
+    out.split_k = best.split;
+    out.split_k_in_cluster = best.in_cluster;
   } else if (options.split_k == 0 && has_workspace && plan.cluster_tiles * 2 <= clusters) {
     // Few tiles leave SMs idle: split K, at most 4 ways with at least 8 blocks of 64 each (on an
     // H200, decode shapes ran fastest at 4 splits; 8 and 16 were slower).
@@ -317,7 +352,10 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
       plan.max_segments = max_segments_per_tile(tail, k_blocks, clusters);
     }
   }
-  if (out.split_k > 1) {
+  if (out.split_k_in_cluster) {
+    cluster = out.split_k;  // the launch's clusters: one tile's segments each
+    clusters = allowed_ctas(out.tile, options, cluster) / cluster;
+  } else if (out.split_k > 1) {
     plan.counters = plan.cluster_tiles * cluster;
     plan.max_segments = out.split_k;
   } else if (out.stream_k_tiles > 0) {
@@ -328,8 +366,9 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
     // An explicit split must get its workspace; the automatic plans fall back to whole tiles
     // (the documented behaviour of a workspace smaller than the plan: gemm.hpp).
     ArgumentCheck check(function);
-    check.require(options.split_k <= 1, "options.workspace", "holds ", options.workspace_bytes, " bytes but split-K x",
-                  out.split_k, " needs ", out.workspace_bytes, " (see coda::gemm_workspace_bytes)");
+    check.require(options.split_k <= 1 || out.split_k_in_cluster, "options.workspace", "holds ",
+                  options.workspace_bytes, " bytes but split-K x", out.split_k, " needs ", out.workspace_bytes,
+                  " (see coda::gemm_workspace_bytes)");
     check.throw_if_error();
     out.split_k = 1;
     out.stream_k_tiles = 0;
@@ -337,7 +376,9 @@ Plan make_plan(const Problem& p, const GemmOptions& options, const char* functio
     plan.max_segments = 1;
     out.workspace_bytes = 0;
   }
-  const int64_t work_clusters = out.split_k > 1 ? plan.cluster_tiles * out.split_k : plan.cluster_tiles;
+  // Clusters with work: one a tile, or one a unit of split-K through the workspace.
+  const int64_t work_clusters =
+      out.split_k > 1 && !out.split_k_in_cluster ? plan.cluster_tiles * out.split_k : plan.cluster_tiles;
   out.ctas = int(std::min<int64_t>(work_clusters, clusters) * cluster);
   return plan;
 }
@@ -377,6 +418,7 @@ LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, const Proble
   s.k_blocks = int32_t(ceil_div(p.k, 64));
   s.group_m = options.raster_group > 0 ? options.raster_group : 8;
   s.splits = plan.public_plan.split_k;
+  s.splits_in_cluster = plan.public_plan.split_k_in_cluster ? 1 : 0;
   s.stream_k_tiles = plan.public_plan.stream_k_tiles;
   s.max_segments = plan.max_segments;
   if (plan.counters > 0) {
@@ -422,7 +464,7 @@ LaunchPlan over_rows(const LaunchPlan& whole, TileRows rows, const char* functio
 
 int resident_ctas(GemmTile tile) {
   return with_tile(
-      tile, []<class Tile>() { return resident_ctas_for<Tile>(); },
+      tile, []<class Tile>() { return resident_ctas_for<Tile>(0); },
       []() -> int { throw InvalidArgument("coda::mainloop::resident_ctas", "argument 'tile': is automatic"); });
 }
 

@@ -1,7 +1,7 @@
 // The mainloop on the GPU against the fp64 reference: every tile configuration, dtype and
 // operand major, residue shapes, padded strides, batches, split-K, indices past 2^31 elements,
 // and bitwise determinism. Outputs are poisoned (NaN) before each run.
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 
 #include <algorithm>
 #include <tuple>
@@ -9,6 +9,7 @@
 #include "support/gemm_case.hpp"
 #include "support/gpu.hpp"
 #include "support/random.hpp"
+#include "support/refusal.hpp"
 
 namespace coda::test {
 namespace {
@@ -183,21 +184,24 @@ TEST(Gemm, SplitKWithFewValidRows) {
   }
 }
 
-// Decode shapes run swapped; K is split only where few weight tiles would leave the memory idle.
+// Decode shapes run swapped; K is split only where few weight tiles would leave the memory idle
+// (across a cluster's CTAs where their partials fit, else through the workspace).
 TEST(Gemm, HeuristicSwapsDecodeShapes) {
   CODA_REQUIRE_HOPPER();
+  enum class Split { none, cluster, workspace };
   struct Shape {
     int64_t m, n, k;
-    bool split;
+    Split split;
   };
   const Shape shapes[] = {
-      {1, 4096, 4096, false},     // 64 tiles of swap_m64n64
-      {16, 12288, 4096, false},   // 96 tiles of swap_m64n128
-      {64, 4096, 4096, false},    //
-      {128, 4096, 4096, false},   // two token tiles
-      {100, 4096, 14336, false},  // the second one part-filled
-      {8, 256, 7168, true},       // a router's logits: 2 weight tiles
-      {3, 1024, 8192, true},      // 8 weight tiles
+      {1, 4096, 4096, Split::none},     // 64 tiles of swap_m64n64 (in clusters of 2: slower on an H100)
+      {16, 12288, 4096, Split::none},   // 96 tiles of swap_m64n128
+      {64, 4096, 4096, Split::none},    // 64 tokens: no slots for a cluster's partials
+      {128, 4096, 4096, Split::none},   // two token tiles
+      {100, 4096, 14336, Split::none},  // the second one part-filled
+      {8, 256, 7168, Split::cluster},   // a router's logits: 4 weight tiles in clusters of 4
+      {3, 1024, 8192, Split::cluster},  // 16 weight tiles
+      {40, 256, 7168, Split::workspace},
   };
   for (const Shape& shape : shapes) {
     GemmCase c;
@@ -205,7 +209,11 @@ TEST(Gemm, HeuristicSwapsDecodeShapes) {
     const GemmOutcome r = run_gemm_case(c);
     SCOPED_TRACE(c.describe());
     EXPECT_TRUE(swapped(r.plan.tile)) << r.plan.tile;
-    EXPECT_EQ(r.plan.split_k > 1, shape.split) << "split " << r.plan.split_k;
+    const Split split = r.plan.split_k == 1         ? Split::none
+                        : r.plan.split_k_in_cluster ? Split::cluster
+                                                    : Split::workspace;
+    EXPECT_EQ(int(split), int(shape.split))
+        << "split " << r.plan.split_k << (r.plan.split_k_in_cluster ? " in a cluster" : "");
     EXPECT_EQ(r.unwritten, 0);
     EXPECT_LT(r.relative_error, gemm_tolerance(c.output));
   }
@@ -281,11 +289,96 @@ TEST(Gemm, SwappedSplitBatchedAndWithoutWorkspace) {
   whole.m = 9, whole.n = 1024, whole.k = 8192;  // 8 weight tiles: would split with a workspace
   whole.options.workspace = none.get();
   whole.options.workspace_bytes = 16;
+  whole.options.split_k_in_cluster = false;
   const GemmOutcome r = run_gemm_case(whole);
   EXPECT_TRUE(swapped(r.plan.tile)) << r.plan.tile;
   EXPECT_EQ(r.plan.split_k, 1);
   EXPECT_EQ(r.unwritten, 0);
   EXPECT_LT(r.relative_error, gemm_tolerance(whole.output));
+
+  // In a cluster, K splits without a workspace.
+  whole.options.split_k_in_cluster = true;
+  const GemmOutcome clustered = expect_correct_and_repeatable(whole, 2);
+  EXPECT_GT(clustered.plan.split_k, 1);
+  EXPECT_TRUE(clustered.plan.split_k_in_cluster);
+  EXPECT_EQ(clustered.plan.workspace_bytes, 0u);
+}
+
+// K split across the CTAs of a cluster (segments.cuh): every swapped tile, every M whose partials
+// fit CTA 0's slots (1-24 tokens), 2 to 4 splits, both majors, the three output types; right, the
+// same bits when run again, and the same bits as the same split through the workspace (both add
+// the segments in order).
+TEST(Gemm, SwappedSplitInClusterEveryMAndSplit) {
+  CODA_REQUIRE_HOPPER();
+  int which = 0;
+  for (GemmTile tile : kSwappedTiles)
+    for (int splits = 2; splits <= 4; ++splits)
+      for (int64_t m = 1; m <= 24; ++m) {
+        if ((splits - 1) * ((m + 7) / 8) > 3) continue;  // gemm.hpp: the slots CTA 0 has
+        ++which;
+        GemmCase c;
+        c.m = m, c.n = 136 + 72 * (which % 4), c.k = 600 + 64 * (which % 5) + 8 * (which % 3);
+        c.a_major = which % 3 == 0 ? Major::mn : Major::k;
+        c.b_major = which % 2 ? Major::k : Major::mn;
+        c.output = which % 3 == 0 ? DType::f32 : which % 3 == 1 ? DType::bf16 : DType::f16;
+        c.input = which % 4 == 3 ? DType::f16 : DType::bf16;
+        c.options.tile = tile;
+        c.options.split_k = splits;
+        const uint64_t inputs = rng()();  // both runs below draw the same operands
+        rng().seed(inputs);
+        const GemmOutcome in_cluster = expect_correct_and_repeatable(c, 2);
+        EXPECT_EQ(in_cluster.plan.split_k, splits);
+        EXPECT_TRUE(in_cluster.plan.split_k_in_cluster) << c.describe();
+        EXPECT_EQ(in_cluster.plan.workspace_bytes, 0u);
+        c.options.split_k_in_cluster = false;
+        rng().seed(inputs);
+        rng().seed(rng()());  // as expect_correct_and_repeatable seeds its first run
+        const GemmOutcome through_workspace = run_gemm_case(c);
+        EXPECT_FALSE(through_workspace.plan.split_k_in_cluster);
+        EXPECT_EQ(in_cluster.output_bits, through_workspace.output_bits) << c.describe();
+      }
+}
+
+// Many tiles a cluster (a cap on the CTAs): the slots and their barriers go round many phases, in
+// both consumers of the ping-pong tiles; batches too.
+TEST(Gemm, SwappedSplitInClusterManyTilesPerCluster) {
+  CODA_REQUIRE_HOPPER();
+  for (GemmTile tile : kSwappedTiles)
+    for (const int max_ctas : {4, 32, 0}) {
+      GemmCase c;
+      c.m = 7, c.n = 64 * 37 + 24, c.k = 2048 + 40, c.batch = max_ctas == 32 ? 2 : 1;
+      c.output = DType::f32;
+      c.options.tile = tile;
+      c.options.split_k = 4;
+      c.options.max_ctas = max_ctas;
+      const GemmOutcome r = expect_correct_and_repeatable(c, 2);
+      EXPECT_TRUE(r.plan.split_k_in_cluster) << c.describe();
+      if (max_ctas > 0) {
+        EXPECT_LE(r.plan.ctas, max_ctas);
+      }
+    }
+}
+
+// A split that does not fit a cluster's slots (or is not asked to) goes through the workspace;
+// without one, asked for, it is an error naming the workspace.
+TEST(Gemm, SwappedSplitPastTheClusterSlots) {
+  CODA_REQUIRE_HOPPER();
+  GemmCase c;
+  c.m = 20, c.n = 304, c.k = 1000;  // 3 slots a CTA: one more CTA fits, not two
+  c.options.tile = GemmTile::swap_m64n64;
+  c.options.split_k = 3;
+  const GemmOutcome r = expect_correct_and_repeatable(c);
+  EXPECT_FALSE(r.plan.split_k_in_cluster);
+  EXPECT_GT(r.plan.workspace_bytes, 0u);
+  void* any = reinterpret_cast<void*>(uintptr_t(4096));
+  const TensorView a = TensorView::matrix(any, DType::bf16, c.m, c.k),
+                   w = TensorView::matrix(any, DType::bf16, c.n, c.k);
+  EXPECT_THAT(refusal_of<InvalidArgument>(
+                  [&] {
+                    plan_gemm({a, Major::k}, {w, Major::k}, TensorView::matrix(any, DType::bf16, c.m, c.n), c.options);
+                  },
+                  "a split past the slots without a workspace"),
+              ::testing::HasSubstr("argument 'options.workspace'"));
 }
 
 // What a user met: the workspace gemm_workspace_bytes asks for, in memory nobody cleared (as
@@ -310,6 +403,7 @@ TEST(Gemm, WorkspaceTooSmallComputesWholeTiles) {
   c.m = 16, c.n = 4096, c.k = 8192;
   c.options.workspace = workspace.get();
   c.options.workspace_bytes = workspace.bytes();
+  c.options.split_k_in_cluster = false;  // a split that needs no workspace
   const GemmOutcome r = run_gemm_case(c);
   EXPECT_EQ(r.plan.split_k, 1);
   EXPECT_EQ(r.plan.stream_k_tiles, 0);

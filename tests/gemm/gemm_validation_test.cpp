@@ -5,6 +5,7 @@
 
 #include "coda/core/device.hpp"
 #include "coda/gemm.hpp"
+#include "coda/mainloop/params.hpp"
 #include "coda/prepared_gemm.hpp"
 
 namespace coda {
@@ -122,6 +123,25 @@ TEST(GemmValidation, Options) {
 }
 
 // (Host memory stands in for device memory here, so this only runs where no Hopper GPU would launch.)
+// Which K splits the CTAs of a cluster can add up (gemm.hpp: options.split_k_in_cluster): each
+// CTA but the first sends one 16-byte slot a thread per 8 tokens (per 64-row block), into 3 slots.
+TEST(GemmValidation, ClusterSplitsFitTheSlots) {
+  using mainloop::cluster_split_fits;
+  for (int64_t m = 1; m <= 8; ++m) {
+    EXPECT_FALSE(cluster_split_fits(1, m, 64)) << "one segment is no split";
+    for (int splits = 2; splits <= 4; ++splits) EXPECT_TRUE(cluster_split_fits(splits, m, 64)) << m << " " << splits;
+    EXPECT_FALSE(cluster_split_fits(5, m, 64)) << "at most four CTAs";
+    EXPECT_FALSE(cluster_split_fits(3, m, 64, 2)) << "two blocks a consumer: one more CTA";
+    EXPECT_TRUE(cluster_split_fits(2, m, 64, 2));
+  }
+  for (int64_t m = 9; m <= 24; ++m) {
+    EXPECT_TRUE(cluster_split_fits(2, m, 64));
+    EXPECT_FALSE(cluster_split_fits(3, m, 64));
+  }
+  for (int64_t m : {25, 64, 128, 1000}) EXPECT_FALSE(cluster_split_fits(2, m, 64)) << m;
+  EXPECT_TRUE(cluster_split_fits(4, 1000, 8)) << "a tile of 8 tokens";
+}
+
 TEST(GemmValidation, ValidArgumentsReachTheDeviceCheck) {
   if (hopper_available()) GTEST_SKIP() << "a Hopper GPU is present: the device check passes";
   Args x;

@@ -37,10 +37,13 @@ void expect_gemm_bits(int64_t m, int64_t n, int64_t k, Major a_major, Major b_ma
                                   << (with_workspace ? " with a workspace" : ""));
   Operands prepared_on(m, n, k, a_major, b_major), x(m, n, k, a_major, b_major);
   const GemmOperand pa{prepared_on.a.view(), a_major}, pb{prepared_on.b.view(), b_major};
-  GemmOptions sizing;
-  const std::size_t bytes = with_workspace ? gemm_workspace_bytes(pa, pb, prepared_on.c.view()) : 0;
+  GemmOptions sizing{.split_k_in_cluster = !with_workspace};  // with one: K split through it
+  const std::size_t bytes = with_workspace ? gemm_workspace_bytes(pa, pb, prepared_on.c.view(), sizing) : 0;
   DeviceBuffer workspace(bytes);
-  if (with_workspace) sizing = {.workspace = workspace.get(), .workspace_bytes = bytes};
+  if (with_workspace) {
+    sizing.workspace = workspace.get();
+    sizing.workspace_bytes = bytes;
+  }
   const PreparedGemm gemm(pa, pb, prepared_on.c.view(), sizing);
   if (with_workspace) {
     EXPECT_GT(gemm.plan().split_k, 1) << "the case should split K";
@@ -66,6 +69,7 @@ TEST(PreparedGemm, RunsOnNewTensorsWithCodaGemmsBits) {
   expect_gemm_bits(100, 136, 200, Major::mn, Major::k, false);  // swapped, M-major A
   expect_gemm_bits(333, 520, 264, Major::k, Major::mn, false);  // unswapped, N-major B
   expect_gemm_bits(16, 1024, 8192, Major::k, Major::k, true);   // split K over a garbage workspace
+  expect_gemm_bits(3, 1024, 8192, Major::k, Major::k, false);   // split K across a cluster's CTAs
   expect_gemm_bits(300, 256, 8192, Major::k, Major::k, true);   // few tiles: split K, unswapped
 }
 
@@ -84,9 +88,10 @@ TEST(PreparedGemm, RefusesBadAddressesAndAMissingWorkspace) {
                       "a misaligned c"),
               HasSubstr("argument 'c': base address must be 16-byte aligned"));
 
-  const std::size_t bytes = gemm_workspace_bytes(a, b, x.c.view());
+  const std::size_t bytes = gemm_workspace_bytes(a, b, x.c.view(), {.split_k_in_cluster = false});
   DeviceBuffer workspace(bytes);
-  const PreparedGemm split(a, b, x.c.view(), {.workspace = workspace.get(), .workspace_bytes = bytes});
+  const PreparedGemm split(a, b, x.c.view(),
+                           {.split_k_in_cluster = false, .workspace = workspace.get(), .workspace_bytes = bytes});
   ASSERT_GT(split.plan().workspace_bytes, 0u);
   EXPECT_THAT(message([&] { split.run(base, x.b.device.get(), x.c.device.get()); }, "a missing workspace"),
               HasSubstr("argument 'workspace': is null but the plan splits K and needs "));

@@ -343,9 +343,30 @@ def results_on_gpu(abi):
         check(relative_error(y, want) < 6e-3, f"coda_gemm {m}x{n}x{k}: error {relative_error(y, want):.2e}")
         check(relative_error(y2, want) < 6e-3, f"coda_gemm N-major {m}x{n}x{k}: error {relative_error(y2, want):.2e}")
 
-    # Split-K with the workspace a caching allocator hands out: garbage, new garbage every call. (16 weight
-    # tiles of 64 rows leave most SMs idle: the planner splits.)
-    m, n, k = 16, 1024, 8192
+    # Split-K across the CTAs of a cluster: no workspace asked for, none given. (16 weight tiles of 64 rows
+    # and 3 tokens leave most SMs idle: the planner splits in clusters.)
+    m, n, k = 3, 1024, 8192
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    size = ctypes.c_size_t(1)
+    plan = GemmPlan()
+    check(abi.gemm_workspace_bytes(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)),
+                                   ctypes.byref(size)) == OK and size.value == 0, "no workspace: " + abi.message())
+    check(abi.gemm_plan(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)), 0,
+                        ctypes.byref(plan)) == OK and plan.split_k > 1 and plan.workspace_bytes == 0,
+          f"the plan splits K in clusters: {plan.split_k}, {plan.workspace_bytes} bytes")
+    check(abi.gemm(ref(view(x, BF16)), K_MAJOR, ref(view(w, BF16)), K_MAJOR, ref(view(y, BF16)), None, 0, s) == OK,
+          abi.message())
+    torch.cuda.synchronize()
+    error = relative_error(y, x.double() @ w.double().T)
+    check(error < 6e-3, f"split-K in clusters: error {error:.2e}")
+    print(f"split-K x{plan.split_k} ({plan.tile.decode()}) across a cluster's CTAs, no workspace: error {error:.2e}")
+
+    # Split-K with the workspace a caching allocator hands out: garbage, new garbage every call. (4 weight
+    # tiles of 64 rows leave most SMs idle, and 40 tokens are too many for a cluster's slots: the planner
+    # splits through the workspace.)
+    m, n, k = 40, 256, 7168
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     want = x.double() @ w.double().T

@@ -14,7 +14,7 @@ std::string GemmCase::describe() const {
   std::ostringstream s;
   s << "M=" << m << " N=" << n << " K=" << k << " L=" << batch << " A " << name(a_major) << " B " << name(b_major)
     << " " << name(input) << "->" << name(output) << " tile " << name(options.tile) << " split " << options.split_k
-    << " pad " << pad << ", " << seed_note();
+    << (options.split_k_in_cluster ? "" : " (workspace only)") << " pad " << pad << ", " << seed_note();
   return s.str();
 }
 

@@ -50,7 +50,7 @@ std::vector<std::string> tile_names() {
 
 int run_gemm(int argc, char** argv) {
   bench::GemmBenchOptions o;
-  std::string dtype = "bf16", tile = "automatic";
+  std::string dtype = "bf16", tile = "automatic", split_through = "cluster";
   double warmup = -1;
   OptionParser options("coda bench gemm", "coda's GEMM against cuBLAS, same shapes, majors and data, in one run.");
   options.text("--set", &o.set, "NAME", "the shapes", bench::gemm_bench_sets())
@@ -58,12 +58,17 @@ int run_gemm(int argc, char** argv) {
       .text("--dtype", &dtype, "TYPE", "the operands' type", {"bf16", "f16"})
       .text("--json", &o.json, "PATH", "where the results are written (default bench_gemm.json)")
       .text("--tile", &tile, "NAME", "force a tile configuration", tile_names())
-      .integer("--split", &o.forced.split_k, "split K into N segments (0: the heuristic; needs a workspace)", 0, 64)
+      .integer("--split", &o.forced.split_k,
+               "split K into N segments (0: the heuristic; a workspace, or a cluster's CTAs on a swapped tile)", 0, 64)
+      .text("--split-through", &split_through, "WHERE",
+            "where a swapped tile's K segments meet: a cluster's shared memory where they fit, or the workspace",
+            {"cluster", "workspace"})
       .integer("--raster", &o.forced.raster_group, "tile-order group height in cluster rows (0: default)", 0, 1 << 20)
       .integer("--max-ctas", &o.forced.max_ctas, "cap the persistent grid (0: every SM)", 0, 1 << 20);
   add_warmup(options, &warmup);
   if (const auto exit = options.parse(argc, argv)) return *exit;
   o.dtype = dtype == "f16" ? DType::f16 : DType::bf16;
+  o.forced.split_k_in_cluster = split_through == "cluster";
   const std::vector<std::string> tiles = tile_names();
   o.forced.tile = GemmTile(std::find(tiles.begin(), tiles.end(), tile) - tiles.begin());
   if (warmup >= 0) bench::set_warmup_ms(warmup);

@@ -101,6 +101,9 @@ CODA_API void plan_companion(ProgramPlan& plan, const GemmOperand& a, const Gemm
 template <class Program>
 ProgramPlan plan_program(const GemmOperand& a, const GemmOperand& b, GemmOptions options, const char* function) {
   options.tile = program_tile<Program>(a, options.tile, function);
+  // K splits through the workspace only: a program's swapped kernel has no shared memory left for
+  // the slots a cluster's CTAs would add their partials in (kernel.cuh: kSplitsInClusters).
+  options.split_k_in_cluster = false;
   ProgramPlan plan{mainloop::plan_launch(a, b, options, function), {}};
   if constexpr (AsksForACompanionLaunch<Program>)
     plan_companion(plan, a, b, options, double(Program::companion_speed), function);

@@ -24,7 +24,9 @@
 // computed in several K segments (split-K, stream-K; see scheduler.cuh) has every segment publish
 // its fp32 partial to a workspace; the last to arrive adds them in segment order (deterministic, no
 // atomics on data) and runs the epilogue. A swapped configuration (tiles.hpp: small M) runs this
-// same kernel on C^T = B A^T: the plan hands it B as its A, and its epilogue transposes back.
+// same kernel on C^T = B A^T: the plan hands it B as its A, and its epilogue transposes back. Its
+// split-K may instead run the segments of a tile on the CTAs of one cluster, which hand their
+// partials to CTA 0 through distributed shared memory (segments.cuh).
 // Where the epilogue asks (kSkipsKBlocks), a K-block mask (params.hpp) leaves K blocks of each tile
 // row out: the producer loads and the consumers multiply only the blocks it keeps.
 #pragma once
@@ -34,11 +36,13 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "coda/core/layout.hpp"
 #include "coda/mainloop/epilogue_seam.cuh"
 #include "coda/mainloop/params.hpp"
 #include "coda/mainloop/scheduler.cuh"
+#include "coda/mainloop/segments.cuh"
 #include "coda/mainloop/tiles.hpp"
 #include "coda/sm90/barrier.cuh"
 #include "coda/sm90/cluster.cuh"
@@ -49,13 +53,14 @@
 
 namespace coda::mainloop {
 
-template <class Config, class Element, class Epilogue>
-struct SharedStorage {
+template <class Config, class Epilogue, bool ClusterSplit>
+struct SharedStorageOf {
   static constexpr int kBytesA = Config::kBlockM * Config::kBlockK * 2;
   static constexpr int kBytesB = Config::kBlockN * Config::kBlockK * 2;
   alignas(1024) uint8_t a[Config::kStages][kBytesA];  // 128B-swizzled tiles need 1024-byte alignment
   alignas(1024) uint8_t b[Config::kStages][kBytesB];
   typename Epilogue::SharedStorage epilogue;
+  std::conditional_t<ClusterSplit, ClusterPartials, NoClusterPartials> cluster;  // K split in a cluster
   uint64_t full[Config::kStages];
   uint64_t empty[Config::kStages];
   uint64_t turn[2];          // ping-pong: turn[c] completes when consumer c may wait on its next tile's slots
@@ -63,6 +68,19 @@ struct SharedStorage {
   uint64_t input_free;       // staged tile input: the epilogue that read the buffer is done with it
   int32_t last_arrival[2];   // broadcast of "this CTA completes the tile" to the tile's consumers
 };
+
+constexpr int kMaxSharedBytes = 227 * 1024;  // dynamic shared memory an sm_90 CTA may have
+
+/// Whether a kernel of `Config` with `Epilogue` can split K across the CTAs of a cluster
+/// (segments.cuh): a swapped tile whose shared memory has room for CTA 0's slots beside its ring
+/// and its epilogue's (the store epilogue's; a program's has not).
+template <class Config, class Epilogue>
+constexpr bool kSplitsInClusters = Config::kSwapAB
+                                       ? int(sizeof(SharedStorageOf<Config, Epilogue, true>)) + 1024 <= kMaxSharedBytes
+                                       : false;
+
+template <class Config, class Element, class Epilogue>
+using SharedStorage = SharedStorageOf<Config, Epilogue, kSplitsInClusters<Config, Epilogue>>;
 
 template <class Config, class Element, class Epilogue>
 constexpr int kSharedBytes = int(sizeof(SharedStorage<Config, Element, Epilogue>)) + 1024;  // + alignment slack
@@ -171,64 +189,6 @@ __device__ __forceinline__ void release_slot(uint32_t empty, int lane) {
   }
 }
 
-/// A segment of a multi-segment tile: publish this segment's partial, count the arrival, and if
-/// it is the last, fold every segment's partial in, in segment order. Returns true when this CTA
-/// now holds the whole tile. Partials are stored in fragment order (value i of thread t of the
-/// tile's warpgroup w at [(i * WarpgroupsPerTile + w) * 128 + t], fully coalesced), and only for the rows inside
-/// the problem, so a decode GEMM with M = 1 moves 1/64 of the tile. On a swapped tile the tokens are
-/// the columns and are clipped the same way; elsewhere columns past N hold exact zeros, from TMA's
-/// zero fill of B, and cost little: they are not worth a predicate per value.
-template <class Config, class Acc>
-__device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, const ScheduleParams& schedule,
-                                                 const WorkUnit& unit, Acc& acc, int32_t (&last_arrivals)[2],
-                                                 int32_t valid_rows, int32_t valid_cols, int consumer, int thread) {
-  constexpr int kStride = Config::kWarpgroupsPerTile * 128;  // floats between a thread's consecutive values
-  constexpr int kTileFloats = Acc::kBlocks * Acc::kValuesPerBlock * kStride;
-  // The warpgroups that share this tile, their barrier (ids 3 and 4; 1 and 2 are the epilogue's).
-  const int part = Config::kPingPong ? 0 : consumer;
-  const uint32_t barrier = Config::kPingPong ? 3 + consumer : 3;
-  int32_t& last_arrival = last_arrivals[Config::kPingPong ? consumer : 0];
-  float* column = ws.partials + int64_t(unit.counter) * slots_per_tile(schedule) * kTileFloats + part * 128 + thread;
-  auto inside = [&](int block, int i) {
-    return Acc::row(block, i, thread) < valid_rows && (!Config::kSwapAB || Acc::col(i, thread) < valid_cols);
-  };
-
-  float* mine = column + int64_t(unit.segment) * kTileFloats;
-#pragma unroll
-  for (int b = 0; b < Acc::kBlocks; ++b)
-#pragma unroll
-    for (int i = 0; i < Acc::kValuesPerBlock; ++i) {
-      if (inside(b, i)) __stcg(mine + (b * Acc::kValuesPerBlock + i) * kStride, acc.value[b][i]);
-    }
-  // Every thread's partial must be visible device-wide before the arrival is counted.
-  __threadfence();
-  sm90::named_barrier_sync(barrier, kStride);
-  if (part == 0 && thread == 0) {
-    int32_t* counter = ws.arrivals + unit.counter;
-    int32_t before;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
-    last_arrival = before == unit.segments - 1;
-    if (last_arrival) *counter = 0;  // every segment has arrived: ready for the next launch
-  }
-  sm90::named_barrier_sync(barrier, kStride);
-  if (!last_arrival) return false;
-  __threadfence();  // order the reads below after the acquiring atomic observed by this CTA
-  // Sum in segment order, own partial re-read too: the same bits whichever segment came last.
-  for (int segment = 0; segment < unit.segments; ++segment) {
-    const float* partial = column + int64_t(segment) * kTileFloats;
-#pragma unroll
-    for (int b = 0; b < Acc::kBlocks; ++b)
-#pragma unroll
-      for (int i = 0; i < Acc::kValuesPerBlock; ++i) {
-        if (inside(b, i)) {
-          const float v = __ldcg(partial + (b * Acc::kValuesPerBlock + i) * kStride);
-          acc.value[b][i] = segment == 0 ? v : acc.value[b][i] + v;
-        }
-      }
-  }
-  return true;
-}
-
 template <class Config, class Element, Major AMajor, Major BMajor, class Epilogue>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     gemm_kernel(const __grid_constant__ KernelParams<typename Epilogue::Params> p) {
@@ -247,6 +207,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   const int warpgroup = int(threadIdx.x / 128u);
   const int thread = int(threadIdx.x % 128u);
   const uint32_t cta_rank = Config::kClusterSize > 1 ? sm90::cluster_cta_rank() : 0;
+  // A swapped launch whose segments are the CTAs of a cluster (the launch's clusters, not Config's).
+  constexpr bool kClusterSplit = kSplitsInClusters<Config, Epilogue>;
+  const bool splits_in_cluster = kClusterSplit && p.schedule.splits_in_cluster;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -256,14 +219,26 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     for (int c = 0; c < 2; ++c) sm90::barrier_init(&s.turn[c], 4);  // one arrival per warp
     for (int c = 0; c < 2; ++c) sm90::barrier_init(&s.input_landed[c], 1);
     sm90::barrier_init(&s.input_free, 4);  // one arrival per warp of the reading consumer
+    if constexpr (kClusterSplit)
+      for (int c = 0; c < 2; ++c) {
+        sm90::barrier_init(&s.cluster.landed[c], 1);  // CTA 0's expect-tx; the peers' stores complete it
+        sm90::barrier_init(&s.cluster.free[c], 1);    // CTA 0's arrival once it has read the slots
+      }
     sm90::fence_barrier_init();
   }
-  // Peers multicast into this CTA's slots and arrive on its barriers: they must be initialised first.
-  if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
+  // Peers multicast into this CTA's slots, store partials to it and arrive on its barriers: they must
+  // be initialised first.
+  if (Config::kClusterSize > 1 || splits_in_cluster) sm90::cluster_sync();
   else __syncthreads();
-  // This CTA's cluster is running: once every CTA of the primary has passed here, the companion may
-  // take the SMs that are left.
-  if (p.role == LaunchRole::primary) sm90::launch_dependent_grids();
+  // Programmatic dependent launch (launch.cuh): this grid may have started while the one ahead of it
+  // in the stream finished, its setup above overlapping that grid's tail. Nothing here reads or
+  // writes global memory before the wait. Then the grid behind it may start: the next launch, whose
+  // CTAs take the SMs this one leaves and set up while it runs, or a primary's companion (which
+  // reads the same inputs, so only once they are final, and waits for the primary at its end).
+  if (p.role != LaunchRole::companion) {
+    sm90::wait_for_prerequisite_grids();
+    sm90::launch_dependent_grids();
+  }
 
   static_assert(!kStagesInput<Epilogue> || Config::kPingPong, "a staged tile input needs the ping-pong schedule");
   constexpr bool kSkips = kReadsKBlockMask<Config, Epilogue>;  // K blocks left out (params.hpp, KBlockMask)
@@ -458,9 +433,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       // tile of its own: the k-th (unit_index / 2) has parity k & 1. Waited for even when the unit
       // does not finish its tile, so the fetch is over before the buffer is handed on.
       if constexpr (kStagesInput<Epilogue>) sm90::wait(&s.input_landed[consumer], uint32_t(unit_index / 2) & 1);
-      const bool finishes_tile =
-          unit.segments == 1 || combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival,
-                                                         p.m - coords.row0, p.n - coords.col0, consumer, thread);
+      bool finishes_tile = unit.segments == 1;
+      if constexpr (kClusterSplit)
+        if (!finishes_tile && splits_in_cluster)
+          finishes_tile = combine_in_cluster(s.cluster, unit, acc, Config::kPingPong ? unit_index / 2 : unit_index,
+                                             p.n - coords.col0, consumer, thread);
+      if (!finishes_tile && !splits_in_cluster)
+        finishes_tile = combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival, p.m - coords.row0,
+                                                 p.n - coords.col0, consumer, thread);
       if (finishes_tile) {
         // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
         while (has_pending)
@@ -488,8 +468,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     while (has_pending) has_pending = !epilogue.write(p.epilogue, s.epilogue, pending, pending_coords, write_step++);
     epilogue.finish(p.epilogue, s.epilogue, coords);
   }
-  // No CTA may exit while a peer can still multicast into it or arrive on its barriers.
-  if constexpr (Config::kClusterSize > 1) sm90::cluster_sync();
+  // No CTA may exit while a peer can still multicast or store into it or arrive on its barriers.
+  if (Config::kClusterSize > 1 || splits_in_cluster) sm90::cluster_sync();
   // The stream orders later work after the companion only: it must not complete before the primary.
   if (p.role == LaunchRole::companion) sm90::wait_for_prerequisite_grids();
 #endif

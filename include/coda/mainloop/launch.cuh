@@ -16,8 +16,9 @@
 
 namespace coda::mainloop {
 
-/// A launch of `ctas` CTAs of `Config` in clusters of its size, with `shared` bytes of dynamic
-/// shared memory (the attribute storage lives in the returned object).
+/// A launch of `ctas` CTAs of `Config` in clusters of its size (or of `cluster` CTAs: a swapped
+/// tile's K split in clusters), with `shared` bytes of dynamic shared memory (the attribute storage
+/// lives in the returned object).
 template <class Config>
 struct ClusterLaunch {
   cudaLaunchConfig_t config{};
@@ -25,13 +26,14 @@ struct ClusterLaunch {
 
   // `programmatic`: the launch may start before the one ahead of it in the stream has finished
   // (as soon as that one's CTAs have all run sm90::launch_dependent_grids).
-  ClusterLaunch(int ctas, int shared, cudaStream_t stream, bool programmatic = false) {
+  ClusterLaunch(int ctas, int shared, cudaStream_t stream, bool programmatic = false,
+                int cluster = Config::kClusterSize) {
     config.gridDim = dim3(unsigned(ctas));
     config.blockDim = dim3(Config::kThreads);
     config.dynamicSmemBytes = std::size_t(shared);
     config.stream = stream;
     attributes[0].id = cudaLaunchAttributeClusterDimension;
-    attributes[0].val.clusterDim.x = Config::kClusterSize;
+    attributes[0].val.clusterDim.x = unsigned(cluster);
     attributes[0].val.clusterDim.y = 1;
     attributes[0].val.clusterDim.z = 1;
     attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -70,16 +72,31 @@ void launch_kernel(const LaunchPlan& plan, const KernelParams<typename Epilogue:
     throw InvalidArgument("coda::mainloop::launch_kernel",
                           "argument 'plan': has a K-block mask, which only a kernel whose epilogue skips K blocks "
                           "reads, on a cooperative unswapped tile and one batch");
+  const ScheduleParams& schedule = plan.schedule;
+  if (schedule.splits_in_cluster &&
+      (!kSplitsInClusters<Config, Epilogue> ||
+       !cluster_split_fits(schedule.splits, plan.m, Config::kBlockN, Config::kWarpgroupM / 64) ||
+       plan.summary.ctas % schedule.splits != 0 || plan.counter_bytes != 0))
+    throw InvalidArgument("coda::mainloop::launch_kernel",
+                          "argument 'plan': splits K x" + std::to_string(schedule.splits) +
+                              " across the CTAs of a cluster, which needs a swapped tile with the store epilogue "
+                              "(kSplitsInClusters), at most " +
+                              std::to_string(kMaxClusterSplits) + " splits, " + std::to_string(kClusterPartialSlots) +
+                              " slots for the partials of M = " + std::to_string(plan.m) +
+                              " tokens and whole clusters of CTAs");
   auto* kernel = &gemm_kernel<Config, Element, AMajor, BMajor, Epilogue>;
   constexpr int kShared = kSharedBytes<Config, Element, Epilogue>;
-  static_assert(kShared <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
+  static_assert(kShared <= kMaxSharedBytes, "more shared memory than an sm_90 CTA may have");
   static PerDevice<bool> shared_memory_raised;  // a kernel's attribute is the device's
   shared_memory_raised.get([&](int) {
     CODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
     return true;
   });
   if (plan.counter_bytes > 0) CODA_CUDA_CHECK(cudaMemsetAsync(params.partials.arrivals, 0, plan.counter_bytes, stream));
-  const ClusterLaunch<Config> launch(plan.summary.ctas, kShared, stream, params.role == LaunchRole::companion);
+  // Every launch is programmatic: the kernel waits for the grid ahead of it before touching memory
+  // (kernel.cuh), so its launch and setup overlap that grid's tail.
+  const ClusterLaunch<Config> launch(plan.summary.ctas, kShared, stream, true,
+                                     schedule.splits_in_cluster ? schedule.splits : Config::kClusterSize);
   CODA_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, params));
 }
 

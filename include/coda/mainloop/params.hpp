@@ -25,7 +25,26 @@ struct ScheduleParams {
   int32_t stream_k_tiles;  // stream-K: cluster tiles at the end shared out by K iterations (0: off)
   int32_t max_segments;    // partial slots reserved per tile
   int32_t first_tile_row;  // the launch's tiles start at this tile row (plan.hpp: over_rows)
+  // 1: the `splits` segments of each tile are the CTAs of one cluster (launched in clusters of
+  // `splits`), which add their partials through distributed shared memory (segments.cuh; swapped
+  // tiles only); 0: segments meet in the workspace.
+  int32_t splits_in_cluster;
 };
+
+/// K split across the CTAs of a cluster (ScheduleParams::splits_in_cluster): at most this many CTAs
+/// (the portable cluster size), and CTA 0 receives the others' partials in this many 16-byte slots
+/// per consumer thread (segments.cuh: ClusterPartials, 12 KB: what the swapped tiles' shared memory has
+/// left beside their rings and epilogues).
+constexpr int kMaxClusterSplits = 4;
+constexpr int kClusterPartialSlots = 3;
+
+/// Whether `splits` CTAs of a cluster can combine a swapped tile of `tile_tokens` token columns
+/// over a problem of `tokens` tokens, whose consumers hold `consumer_blocks` blocks of 64 weight
+/// rows: each CTA but the first sends one slot per block and 8 tokens of a tile.
+constexpr bool cluster_split_fits(int64_t splits, int64_t tokens, int64_t tile_tokens, int consumer_blocks = 1) {
+  const int64_t groups = ((tokens < tile_tokens ? tokens : tile_tokens) + 7) / 8;
+  return splits >= 2 && splits <= kMaxClusterSplits && (splits - 1) * consumer_blocks * groups <= kClusterPartialSlots;
+}
 
 /// Bookkeeping of tiles computed in several K segments: one arrival counter per tile, zeroed by
 /// the launch's host side before the kernel (plan.hpp: LaunchPlan::counters) and back to zero
@@ -48,7 +67,7 @@ struct KBlockMask {
 /// How a launch relates to the one beside it (plan.hpp: a program's companion launch).
 enum class LaunchRole : int32_t {
   alone,      // the only launch of its GEMM
-  primary,    // lets its companion start (programmatic dependent launch) as soon as it has started
+  primary,    // lets its companion start (programmatic dependent launch) once its inputs are final
   companion,  // runs beside the primary on the SMs it leaves idle; finishes after it
 };
 
