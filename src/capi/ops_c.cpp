@@ -67,6 +67,21 @@ coda_status cross_entropy_backward(const char* function, const coda_tensor* x, c
   });
 }
 
+// Both workspace queries of the recomputing backward (plain: skip_below 0), by their C names.
+coda_status cross_entropy_backward_workspace_bytes(const char* function, int64_t m, int64_t vocab, int64_t k,
+                                                   int64_t chunk_columns, float skip_below, size_t* bytes) {
+  if (bytes != nullptr) *bytes = 0;
+  return c_call(function, [&] {
+    ArgumentCheck check(function);
+    check.not_null("bytes", bytes);
+    ops::check_chunk_columns(check, "chunk_columns", chunk_columns);
+    ops::check_skip_below(check, "skip_below", skip_below);
+    check.throw_if_error();
+    *bytes = ops::cross_entropy_backward_workspace_bytes(
+        m, vocab, k, {.row_dots = {}, .chunk_columns = chunk_columns, .skip_below = skip_below});
+  });
+}
+
 }  // namespace
 }  // namespace coda::capi
 
@@ -174,16 +189,8 @@ coda_status coda_gemm_cross_entropy(const coda_tensor* x, const coda_tensor* w, 
 
 coda_status coda_cross_entropy_backward_workspace_bytes(int64_t m, int64_t vocab, int64_t k, int64_t chunk_columns,
                                                         size_t* bytes) {
-  constexpr const char* kFunction = "coda_cross_entropy_backward_workspace_bytes";
-  if (bytes != nullptr) *bytes = 0;
-  return c_call(kFunction, [&] {
-    coda::ArgumentCheck check(kFunction);
-    check.not_null("bytes", bytes);
-    coda::ops::check_chunk_columns(check, "chunk_columns", chunk_columns);  // its C name
-    check.throw_if_error();
-    *bytes = coda::ops::cross_entropy_backward_workspace_bytes(m, vocab, k,
-                                                               {.row_dots = {}, .chunk_columns = chunk_columns});
-  });
+  return coda::capi::cross_entropy_backward_workspace_bytes("coda_cross_entropy_backward_workspace_bytes", m, vocab, k,
+                                                            chunk_columns, 0.0f, bytes);
 }
 
 coda_status coda_gemm_cross_entropy_backward(const coda_tensor* x, const coda_tensor* w, const coda_tensor* targets,
@@ -200,17 +207,8 @@ coda_status coda_gemm_cross_entropy_backward(const coda_tensor* x, const coda_te
 coda_status coda_cross_entropy_backward_skipping_workspace_bytes(int64_t m, int64_t vocab, int64_t k,
                                                                  int64_t chunk_columns, float skip_below,
                                                                  size_t* bytes) {
-  constexpr const char* kFunction = "coda_cross_entropy_backward_skipping_workspace_bytes";
-  if (bytes != nullptr) *bytes = 0;
-  return c_call(kFunction, [&] {
-    coda::ArgumentCheck check(kFunction);
-    check.not_null("bytes", bytes);
-    coda::ops::check_chunk_columns(check, "chunk_columns", chunk_columns);
-    coda::ops::check_skip_below(check, "skip_below", skip_below);
-    check.throw_if_error();
-    *bytes = coda::ops::cross_entropy_backward_workspace_bytes(
-        m, vocab, k, {.row_dots = {}, .chunk_columns = chunk_columns, .skip_below = skip_below});
-  });
+  return coda::capi::cross_entropy_backward_workspace_bytes("coda_cross_entropy_backward_skipping_workspace_bytes", m,
+                                                            vocab, k, chunk_columns, skip_below, bytes);
 }
 
 coda_status coda_gemm_cross_entropy_backward_skipping(

@@ -101,12 +101,18 @@ constexpr double kSegmentTokenCost = 0.03e-6;  // s
 // waits for them. kClusterSplitCost a split.
 constexpr double kClusterSplitCost = 0.3e-6;  // s
 
+// CTAs of tile `t` that fit on the current device at once, in whole clusters of `cluster` CTAs (0:
+// the configuration's).
+int resident_in_clusters(GemmTile t, int cluster) {
+  return with_tile(
+      t, [&]<class Tile>() { return resident_ctas_for<Tile>(cluster); },
+      []() -> int { throw InvalidArgument("coda::mainloop::resident_ctas", "argument 'tile': is automatic"); });
+}
+
 // Resident CTAs of tile `t` in whole clusters of `cluster` CTAs (0: the configuration's) that
 // options.max_ctas allows (at least one cluster).
 int allowed_ctas(GemmTile t, const GemmOptions& options, int cluster = 0) {
-  const int ctas = with_tile(
-      t, [&]<class Tile>() { return resident_ctas_for<Tile>(cluster); },
-      []() -> int { throw InternalError("coda::mainloop", "no resident CTAs for the automatic tile"); });
+  const int ctas = resident_in_clusters(t, cluster);
   if (cluster <= 0) cluster = facts(t).cluster_size();
   return options.max_ctas > 0 ? std::max(cluster, std::min(ctas, options.max_ctas / cluster * cluster)) : ctas;
 }
@@ -462,11 +468,7 @@ LaunchPlan over_rows(const LaunchPlan& whole, TileRows rows, const char* functio
   return plan;
 }
 
-int resident_ctas(GemmTile tile) {
-  return with_tile(
-      tile, []<class Tile>() { return resident_ctas_for<Tile>(0); },
-      []() -> int { throw InvalidArgument("coda::mainloop::resident_ctas", "argument 'tile': is automatic"); });
-}
+int resident_ctas(GemmTile tile) { return resident_in_clusters(tile, 0); }
 
 }  // namespace mainloop
 }  // namespace coda
