@@ -103,6 +103,57 @@ struct WarpScratch {
   int32_t chosen[kRouterMaxK];     // the filled slots' experts
 };
 
+// Top two of a multiset, -inf where missing: (first >= second).
+struct TopTwo {
+  float first, second;
+  int count;  // selectable values seen
+};
+__device__ __forceinline__ TopTwo merge(TopTwo a, TopTwo b) {
+  return {fmaxf(a.first, b.first), a.first >= b.first ? fmaxf(a.second, b.first) : fmaxf(a.first, b.second),
+          a.count + b.count};
+}
+
+// Step 2 of select_token where a group is a whole number of 32-expert columns (DeepSeek-V3's 8 groups
+// of 32): group g is entries [g r, (g + 1) r) of every lane, r = group size / 32, so each lane takes
+// its top two of each group, a butterfly merges the lanes' (every lane ends with every group's
+// score), and the topk_group rounds run on every lane alike, without shared memory or shuffles. The
+// same scores and choices as the shared-memory path: a group's two best values are one multiset.
+template <int kPerLane>
+__device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& a, const float (&value)[kPerLane],
+                                                              uint32_t& live) {
+  const int per_group = a.experts / a.n_group / 32;
+  float score[kPerLane];  // entry i: the score of the group ending at entry i (others unused)
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) score[i] = -INFINITY;
+  TopTwo run{-INFINITY, -INFINITY, 0};
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    if (32 * i >= a.experts) break;  // uniform
+    if (live >> i & 1u) run = merge(run, {value[i], -INFINITY, 1});
+    if ((i + 1) % per_group != 0) continue;  // uniform
+#pragma unroll
+    for (int mask = 16; mask >= 1; mask /= 2)
+      run = merge(run, {__shfl_xor_sync(0xffffffffu, run.first, mask), __shfl_xor_sync(0xffffffffu, run.second, mask),
+                        __shfl_xor_sync(0xffffffffu, run.count, mask)});
+    score[i] = run.count >= 2 ? run.first + run.second : -INFINITY;
+    run = {-INFINITY, -INFINITY, 0};
+  }
+  uint32_t kept = 0;  // bit g: group g kept
+  for (int round = 0; round < a.topk_group; ++round) {
+    Best b{-INFINITY, -1};
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int g = i / per_group;
+      if ((i + 1) % per_group == 0 && g < a.n_group && !(kept >> g & 1u) && ranks_before(score[i], g, b.value, b.id))
+        b = {score[i], g};
+    }
+    kept |= 1u << b.id;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (!(kept >> (i / per_group) & 1u)) live &= ~(1u << i);
+}
+
 // Token m's k slots, by one warp: lane j < k writes slot j and returns its expert (-1 on lanes >= k).
 template <int kPerLane>
 __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
@@ -161,7 +212,9 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
 
   // 2. Grouped selection (scores only: every expert of a group): a group scores its two best; the
   // topk_group best groups are kept, every other expert leaves `live`.
-  if (a.n_group > 1) {
+  if (a.n_group > 1 && (a.experts / a.n_group) % 32 == 0) {
+    keep_best_groups_in_registers<kPerLane>(a, value, live);
+  } else if (a.n_group > 1) {  // groups across lanes: through shared memory
     const int group_size = a.experts / a.n_group;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i)

@@ -296,6 +296,17 @@ TEST(RouterGpu, GroupedSelectionShapes) {
   expect_routes_like_the_reference({70, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3});
   expect_routes_like_the_reference({70, 160, 256, RoutingMode::sigmoid_bias, 6, false, true, 10, 10});
   expect_routes_like_the_reference({150, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true, 1, 1, 2.827f});
+  // Groups of whole 32-expert columns take the register path (router_select.cuh,
+  // keep_best_groups_in_registers), the others (above: groups of 2 and 16) shared memory: groups of
+  // one, two and four columns, one group kept or every group, decode and scores paths, NaN rows.
+  for (int64_t m : {9, 130}) {
+    expect_routes_like_the_reference({m, 512, 256, RoutingMode::sigmoid_bias, 8, true, true, 16, 1});
+    expect_routes_like_the_reference({m, 384, 256, RoutingMode::sigmoid_bias, 8, true, true, 12, 12});
+    expect_routes_like_the_reference({m, 512, 256, RoutingMode::sigmoid_bias, 10, false, true, 4, 2, 1.5f});
+    Case nan{m, 256, 512, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f};
+    nan.nan_rows = {0, 5};
+    expect_routes_like_the_reference(nan);
+  }
 }
 
 TEST(RouterGpu, NaNRowsSelectNoNaN) {
@@ -321,6 +332,8 @@ TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
         expect_routes_like_the_reference({m, experts, 264, RoutingMode::topk_softmax, k});
         expect_routes_like_the_reference({m, experts, 8, RoutingMode::softmax_topk, k});
       }
+  for (int64_t experts : {60, 512})
+    for (int64_t m : {1, 16}) expect_routes_like_the_reference({m, experts, 4104, RoutingMode::topk_softmax, 8, true});
   expect_routes_like_the_reference({3, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
   expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
   Case f16{5, 160, 264, RoutingMode::topk_softmax, 8, true};
