@@ -24,6 +24,17 @@ __global__ void fill_kernel(T* data, std::size_t count, uint64_t seed, float sca
     data[i] = T(scale * uniform_from_hash(seed, i));
 }
 
+__global__ void along_direction_kernel(__nv_bfloat16* data, int64_t rows, int64_t cols, uint64_t seed, float noise,
+                                       uint64_t direction_seed, float offset, float slope) {
+  const std::size_t count = std::size_t(rows * cols);
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const int64_t r = int64_t(i / std::size_t(cols)), c = int64_t(i % std::size_t(cols));
+    const float direction = uniform_from_hash(direction_seed, std::size_t(c)) < 0.0f ? -1.0f : 1.0f;
+    data[i] = __float2bfloat16(noise * uniform_from_hash(seed, i) + (offset + slope * logf(float(r + 1))) * direction);
+  }
+}
+
 // Four independent 16-byte loads in flight per thread before their stores.
 __global__ void copy_kernel(int4* __restrict__ to, const int4* __restrict__ from, std::size_t count) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
@@ -43,6 +54,13 @@ __global__ void copy_kernel(int4* __restrict__ to, const int4* __restrict__ from
 void copy_16byte(void* to, const void* from, std::size_t bytes, cudaStream_t stream) {
   const int sms = current_device().sm_count;
   copy_kernel<<<sms * 4, 512, 0, stream>>>(static_cast<int4*>(to), static_cast<const int4*>(from), bytes / 16);
+  CODA_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_along_direction(void* data, int64_t rows, int64_t cols, uint64_t seed, float noise, uint64_t direction_seed,
+                          float offset, float slope, cudaStream_t stream) {
+  along_direction_kernel<<<4096, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data), rows, cols, seed, noise,
+                                                   direction_seed, offset, slope);
   CODA_CUDA_CHECK(cudaGetLastError());
 }
 

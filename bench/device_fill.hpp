@@ -14,6 +14,13 @@ namespace coda::bench {
 /// ordered on `stream`.
 void fill_uniform(void* data, DType dtype, std::size_t count, uint64_t seed, cudaStream_t stream, float scale = 1.0f);
 
+/// A rows x cols bf16 matrix of noise along a shared direction: element (r, c) is
+/// noise * uniform(seed, r * cols + c) + (offset + slope * ln(r + 1)) * d(c), with d(c) = +-1 from
+/// `direction_seed`. Two such matrices with one direction give products with a term in ln(row + 1):
+/// the LM-head benchmark's model of a trained head (lm_head_bench.cpp).
+void fill_along_direction(void* data, int64_t rows, int64_t cols, uint64_t seed, float noise, uint64_t direction_seed,
+                          float offset, float slope, cudaStream_t stream);
+
 /// Copy `bytes` (a multiple of 16, both 16-byte aligned) with 16-byte loads and stores over every
 /// SM: the device-to-device copy the memory-bound benchmarks measure their bandwidth against.
 void copy_16byte(void* to, const void* from, std::size_t bytes, cudaStream_t stream);

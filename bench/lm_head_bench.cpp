@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <ostream>
@@ -24,26 +26,60 @@ namespace {
 enum class Backward { recompute, kept, skip };
 constexpr float kSkipBelow = 0x1p-12f;
 
+// The inputs. uniform: x in [-1, 1), w in [-1, 1): logits of standard deviation about sqrt(H) / 3
+// (~15 at H = 2048), a peaked softmax whose few large entries fall anywhere in the vocabulary.
+// wide: x in [-0.2, 0.2), logits of std ~3, a softmax spread over hundreds of columns a row. zipf: a
+// model of a trained head, whose vocabulary is ordered roughly by frequency (BPE merge order):
+// logits -ln(v + 1) (a Zipf(1) unigram distribution) plus noise of std ~1.2, targets drawn from the
+// same Zipf(1), so the entries above 2^-12 gather in the frequent first columns.
+enum class Inputs { uniform, wide, zipf };
+
 struct LmHeadRow {
   int64_t t, h, v;
   bool final_norm;  // after the final RMSNorm: its rstd as the row scale, and the <dZ, Z> partials
   float softcap;
   Backward mode;
-  float x_scale;
+  Inputs inputs;
   double fused_ms, forward_ms, backward_ms, gemms_ms, cublas_ms;
   double extra_gib;  // the workspaces and lse: everything beyond inputs, loss and gradients
   int64_t chunk;
 };
 
-// x uniform in [-x_scale, x_scale), w in [-1, 1): logits of standard deviation about x_scale sqrt(H) / 3.
+// Targets 0..v-1 drawn from Zipf(1), P(v) proportional to 1 / (v + 1), by inverting its CDF.
+std::vector<int32_t> zipf_targets(int64_t t, int64_t v) {
+  std::vector<double> cdf(static_cast<std::size_t>(v));
+  double sum = 0.0;
+  for (int64_t i = 0; i < v; ++i) cdf[std::size_t(i)] = sum += 1.0 / double(i + 1);
+  std::vector<int32_t> targets(static_cast<std::size_t>(t));
+  uint64_t state = 0x5DEECE66Dull;
+  for (auto& target : targets) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;  // Knuth's MMIX LCG
+    const double u = double(state >> 11) * 0x1p-53 * sum;
+    target = int32_t(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+  }
+  return targets;
+}
+
 LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softcap, Backward mode, CublasGemm& cublas,
-                  cudaStream_t stream, float x_scale = 1.0f) {
+                  cudaStream_t stream, Inputs inputs = Inputs::uniform) {
   const bool kept_logits = mode == Backward::kept;
   Arena arena;
   const DType bf = DType::bf16;
-  const TensorView x = arena.matrix(bf, t, h, stream, true, x_scale), w = arena.matrix(bf, v, h, stream);
+  const TensorView x = arena.matrix(bf, t, h, stream, true, inputs == Inputs::wide ? 0.2f : 1.0f);
+  const TensorView w = arena.matrix(bf, v, h, stream);
   const TensorView grad_x = arena.matrix(bf, t, h, stream, false), grad_w = arena.matrix(bf, v, h, stream, false);
-  const TensorView targets = arena.int32_vector(t, [&](int64_t i) { return int32_t((i * 7919) % v); });
+  std::vector<int32_t> zipf;
+  if (inputs == Inputs::zipf) {
+    // x: noise uniform in +-3 / sqrt(H) plus 0.02 along a direction; w: noise in [-1, 1) plus
+    // -ln(v + 1) / (0.02 H) along it. Logits: x.w noise of std ~1, -ln(v + 1), and two smaller terms.
+    constexpr float kAlong = 0.02f;
+    const uint64_t direction = 99;
+    fill_along_direction(x.data, t, h, 101, 3.0f / std::sqrt(float(h)), direction, kAlong, 0.0f, stream);
+    fill_along_direction(w.data, v, h, 102, 1.0f, direction, 0.0f, -1.0f / (kAlong * float(h)), stream);
+    zipf = zipf_targets(t, v);
+  }
+  const TensorView targets = arena.int32_vector(
+      t, [&](int64_t i) { return inputs == Inputs::zipf ? zipf[std::size_t(i)] : int32_t((i * 7919) % v); });
   const TensorView loss = arena.vector(DType::f32, 1, stream, false), lse = arena.vector(DType::f32, t, stream, false);
   const TensorView grad_loss = arena.vector(DType::f32, 1, stream, false);
   const float one = 1.0f;  // d loss / d loss
@@ -98,7 +134,7 @@ LmHeadRow measure(int64_t t, int64_t h, int64_t v, bool final_norm, float softca
       final_norm,
       softcap,
       mode,
-      x_scale,
+      inputs,
       times[0].median_ms,
       times[1].median_ms,
       times[2].median_ms,
@@ -123,9 +159,11 @@ void lm_head_training_benchmark(std::ostream& json) {
   for (const Backward mode : {Backward::kept, Backward::skip})
     for (const int64_t v : {128256, 32000}) rows.push_back(measure(8192, 2048, v, false, 0.0f, mode, cublas, stream));
   rows.push_back(measure(8192, 4096, 128256, true, 0.0f, Backward::skip, cublas, stream));
-  // Logits of std ~3 (x in [-0.2, 0.2)): a softmax spread over hundreds of columns a row, above 2^-12 in
-  // most blocks of 256 tokens: skipping finds little to leave out.
-  rows.push_back(measure(8192, 2048, 128256, false, 0.0f, Backward::skip, cublas, stream, 0.2f));
+  // A softmax spread over hundreds of columns a row, above 2^-12 in most blocks of 256 tokens:
+  // skipping finds little to leave out.
+  rows.push_back(measure(8192, 2048, 128256, false, 0.0f, Backward::skip, cublas, stream, Inputs::wide));
+  for (const Backward mode : {Backward::recompute, Backward::skip})
+    rows.push_back(measure(8192, 2048, 128256, false, 0.0f, mode, cublas, stream, Inputs::zipf));
 
   std::printf(
       "\nLM head + cross-entropy, forward + backward (bf16, mean; options where the shape says): coda's two ops "
@@ -135,9 +173,9 @@ void lm_head_training_benchmark(std::ostream& json) {
       "loss and gradients not counted). +norm: after the final RMSNorm (its rstd as the row scale, the <dZ, Z> "
       "partials for its backward); +softcap: soft-capping at 30; +kept: the forward stores the logits and the backward "
       "reads them (three GEMMs; the logits counted as extra); +skip: the recomputing backward leaves out the blocks of "
-      "dZ below 2^-12 |g| (skip_below; inputs uniform in [-1, 1): logits of std ~15 at H = 2048, a peaked softmax; "
-      "x*0.2: x in "
-      "[-0.2, 0.2), logits of std ~3, a softmax spread wide). "
+      "dZ below 2^-12 |g| (skip_below). Inputs uniform in [-1, 1): logits of std ~15 at H = 2048, a peaked softmax; "
+      "wide: x in [-0.2, 0.2), logits of std ~3, a softmax spread wide; zipf: a model of a trained head, logits "
+      "-ln(v + 1) plus noise of std ~1.2, targets drawn from Zipf(1). "
       "torch.compile at T=8192 H=2048 V=128256: 20.1 ms, 2.5 "
       "GiB (an H200, "
       "not this run: docs/performance.md)\n");
@@ -153,7 +191,9 @@ void lm_head_training_benchmark(std::ostream& json) {
                               (r.mode == Backward::kept   ? " +kept"
                                : r.mode == Backward::skip ? " +skip"
                                                           : "") +
-                              (r.x_scale != 1.0f ? " x*" + std::to_string(r.x_scale).substr(0, 3) : "");
+                              (r.inputs == Inputs::wide   ? " wide"
+                               : r.inputs == Inputs::zipf ? " zipf"
+                                                          : "");
     const double flops = 6.0 * double(r.t) * double(r.v) * double(r.h);
     std::printf("%-32s %9.3f %9.3f %9.3f %9.3f %7.3f %9.3f %8.1f %9.3f %6lld\n", shape.c_str(), r.fused_ms,
                 r.forward_ms, r.backward_ms, r.gemms_ms, r.fused_ms / r.gemms_ms, r.cublas_ms,
