@@ -75,6 +75,17 @@ __device__ __forceinline__ bool ranks_before(float value, int32_t id, float othe
   return value > other_value || (value == other_value && id < other_id);
 }
 
+// A float's order-preserving code: unsigned comparison of codes is float comparison of values,
+// with -0 taken as +0 (they tie, as in ranks_before) and no code 0 (it would be a NaN's, and a NaN
+// is never selectable): 0 marks "none" in the selection's reductions.
+__device__ __forceinline__ uint32_t ordered_code(float v) {
+  const uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float value_of_code(uint32_t c) {
+  return __uint_as_float((c & 0x80000000u) ? (c & 0x7fffffffu) : ~c);
+}
+
 // The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
 struct Best {
   float value;
@@ -250,26 +261,37 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
       if (id[i] < a.experts && !s.group_kept[id[i] / group_size]) live &= ~(1u << i);
   }
 
-  // 3. k rounds of the warp's best remaining candidate; lane j keeps slot j.
+  // 3. k rounds of the warp's best remaining candidate; lane j keeps slot j. A round is two warp
+  // reductions (redux.sync): the largest value as an order-preserving code, then the lowest id
+  // holding it (ties to the lower id). A 5-step butterfly on (value, id) pairs, its dependent
+  // shuffles, measured 10.3 against 6.8 us for the decode router at E = 256 (docs/performance.md).
+  uint32_t code[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) code[i] = ordered_code(value[i]);
   float my_value = 0.0f;
   int32_t my_id = -1;
   for (int slot = 0; slot < a.k; ++slot) {
-    Best b{-INFINITY, -1};
+    uint32_t best = 0;  // no selectable entry
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i)
-      if ((live >> i & 1u) && ranks_before(value[i], id[i], b.value, b.id)) b = {value[i], id[i]};
-    b = warp_best(b);
-    if (b.id < 0) break;  // nothing selectable is left (uniform across the warp)
+      if (live >> i & 1u) best = max(best, code[i]);
+    best = __reduce_max_sync(0xffffffffu, best);
+    if (best == 0) break;  // nothing selectable is left (uniform across the warp)
+    uint32_t lowest = 0xffffffffu;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if ((live >> i & 1u) && code[i] == best) lowest = min(lowest, uint32_t(id[i]));
+    const int32_t chosen = int32_t(__reduce_min_sync(0xffffffffu, lowest));
     if (lane == slot) {
-      my_value = b.value;
-      my_id = b.id;
+      my_value = value_of_code(best);
+      my_id = chosen;
     }
     if (a.scores) {  // expert e sits in lane e % 32, entry e / 32
-      if (lane == b.id % 32) live &= ~(1u << (b.id / 32));
+      if (lane == chosen % 32) live &= ~(1u << (chosen / 32));
     } else {
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i)
-        if (id[i] == b.id) live &= ~(1u << i);  // the one lane holding it
+        if (id[i] == chosen) live &= ~(1u << i);  // the one lane holding it
     }
   }
 
