@@ -15,9 +15,17 @@ the norms and the residual adds stay Hugging Face's. Models whose head scales or
 
 keep_logits (default True): the fused loss keeps the M x V logits for its backward, three GEMMs in
 all, as torch.compile's loss does; False recomputes them (four GEMMs, no logits held). attention:
-False leaves attention untouched. The new modules keep each weight's requires_grad (frozen weights
-stay frozen); their parameter names differ (mlp.w_gate_up, mlp.w_down, self_attn.w_qkv), so save
-checkpoints from an unpatched model (coda.split_gate_up gives gate and up back).
+False leaves attention untouched. layers (default False): True also replaces the steps between one
+layer's attention and the next's (Hugging Face 5's LlamaDecoderLayer, LlamaRMSNorm): one coda.layer
+runs o_proj, the residual add, the post-attention norm, the MLP, the residual add and the next
+layer's input norm, QKV projection and RoPE, the norms moved across the GEMM boundaries
+(docs/kernels.md); the last layer keeps the separate steps, and gradient checkpointing runs each
+layer on its own. It is off by default because it measured slower on the small LLaMA of
+`python -m coda.bench` (docs/performance.md, "The PyTorch package").
+
+The new modules keep each weight's requires_grad (frozen weights stay frozen); their parameter names
+differ (mlp.w_gate_up, mlp.w_down, self_attn.w_qkv), so save checkpoints from an unpatched model
+(coda.split_gate_up gives gate and up back).
 """
 import functools
 import inspect
@@ -64,29 +72,41 @@ _CACHE_NAMES = ("cache", "past_key_values", "past_key_value")  # Hugging Face's 
 _HF_MODULES = {}  # attention class -> its modeling module (eager_attention_forward, ALL_ATTENTION_FUNCTIONS)
 
 
-def _rope_attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None, **kwargs):
-    """LlamaAttention.forward with Q, K, V and RoPE from one coda.rope_linear. The rotation's tables are the
-    model's per-token cos/sin (Hugging Face's, halves repeated): token m reads row m."""
+def _rotary_rows(position_embeddings, shape, head_dim):
+    """(positions, cos, sin) for coda's RoPE from the model's per-token cos/sin (Hugging Face's, halves repeated):
+    f32 tables of head_dim / 2 columns, token m reading row m, positions (tokens,) int32."""
+    cos, sin = position_embeddings
+    if cos.shape[-1] != head_dim:
+        raise ValueError(f"coda.patch: the rotary tables have {cos.shape[-1]} columns; the patched attention "
+                         f"rotates whole heads of {head_dim}")
+    tokens, half = shape.numel(), head_dim // 2
+    cos_rows = cos[..., :half].expand(*shape, half).reshape(tokens, half).float()
+    sin_rows = sin[..., :half].expand(*shape, half).reshape(tokens, half).float()
+    return torch.arange(tokens, dtype=torch.int32, device=cos.device), cos_rows, sin_rows
+
+
+def _rope_attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None, coda_qkv=None,
+                            coda_output_projection=True, **kwargs):
+    """LlamaAttention.forward with Q, K, V and RoPE from one coda.rope_linear, or given (coda_qkv: a chained
+    layer's, made by the previous layer's coda.layer; hidden_states is then unused). coda_output_projection=False
+    returns the heads' output before o_proj (the chained layer's coda.layer applies it)."""
     cache_name = next((name for name in _CACHE_NAMES if kwargs.get(name) is not None), None)
     cache = kwargs.pop(cache_name) if cache_name else None
     for name in _CACHE_NAMES:
         kwargs.pop(name, None)
-    cos, sin = position_embeddings
-    shape, half = hidden_states.shape[:-1], self.head_dim // 2
-    if cos.shape[-1] != self.head_dim:
-        raise ValueError(f"coda.patch: the rotary tables have {cos.shape[-1]} columns; the patched attention "
-                         f"rotates whole heads of {self.head_dim}")
-    tokens = shape.numel()
-    cos_rows = cos[..., :half].expand(*shape, half).reshape(tokens, half).float()
-    sin_rows = sin[..., :half].expand(*shape, half).reshape(tokens, half).float()
-    positions = torch.arange(tokens, dtype=torch.int32, device=hidden_states.device).view(shape)
-    qkv = ops.rope_linear(hidden_states, self.w_qkv, positions, cos_rows, sin_rows, self.head_dim,
-                          self.coda_rotated_heads)
+    qkv = coda_qkv
+    if qkv is None:
+        shape = hidden_states.shape[:-1]
+        positions, cos_rows, sin_rows = _rotary_rows(position_embeddings, shape, self.head_dim)
+        qkv = ops.rope_linear(hidden_states, self.w_qkv, positions.view(shape), cos_rows, sin_rows, self.head_dim,
+                              self.coda_rotated_heads)
+    shape = qkv.shape[:-1]
     q, k, v = (t.view(*shape, -1, self.head_dim).transpose(1, 2) for t in qkv.split(self.coda_rows, dim=-1))
     if cache is not None:
         if cache_name == "cache":
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
         else:
+            cos, sin = position_embeddings
             k, v = cache.update(k, v, self.layer_idx,
                                 {"sin": sin, "cos": cos, "cache_position": kwargs.get("cache_position")})
     hf = _HF_MODULES[type(self)]
@@ -95,7 +115,8 @@ def _rope_attention_forward(self, hidden_states, position_embeddings=None, atten
               else hf.ALL_ATTENTION_FUNCTIONS[implementation])
     out, weights = attend(self, q, k, v, attention_mask, dropout=self.attention_dropout if self.training else 0.0,
                           scaling=self.scaling, **kwargs)
-    return self.o_proj(out.reshape(*shape, -1).contiguous()), weights
+    out = out.reshape(*shape, -1).contiguous()
+    return (self.o_proj(out) if coda_output_projection else out), weights
 
 
 def _patch_attention(attention):
@@ -113,6 +134,87 @@ def _patch_attention(attention):
     attention.coda_rows, attention.coda_rotated_heads = rows, rotated
     _HF_MODULES[type(attention)] = sys.modules[type(attention).__module__]
     attention.forward = types.MethodType(_rope_attention_forward, attention)
+
+
+def _is_llama_rmsnorm(norm, hidden):
+    return (type(norm).__name__ == "LlamaRMSNorm" and hasattr(norm, "variance_epsilon")
+            and tuple(norm.weight.shape) == (hidden,))
+
+
+def _chainable(layer):
+    """A Hugging Face 5 LlamaDecoderLayer whose attention and MLP coda.patch replaced, its norms LlamaRMSNorm."""
+    attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+    return (type(layer).__name__ == "LlamaDecoderLayer" and hasattr(attention, "w_qkv")
+            and isinstance(mlp, nn.SwiGLUMLP) and isinstance(getattr(attention, "o_proj", None), torch.nn.Linear)
+            and attention.o_proj.bias is None
+            and all(_is_llama_rmsnorm(getattr(layer, name, None), mlp.w_down.shape[0])
+                    for name in ("input_layernorm", "post_attention_layernorm")))
+
+
+class _Chain:
+    """A patched model's decoder layers, each linked to the next: coda.layer runs a layer's output projection,
+    residual add, post-attention norm, MLP and residual add together with the next layer's input norm, QKV
+    projection and RoPE. `pending` carries (the layer's output, the next layer's qkv, the rotary tables) to the
+    next layer within one forward; that layer takes them only for the very tensor they were made with."""
+
+    def __init__(self, layers):
+        self.pending = None
+        self.following = []  # a plain list, not a ModuleList: each layer stays registered once, in the model
+        for layer, next_layer in zip(layers, list(layers[1:]) + [None]):
+            linked = (next_layer is not None and _chainable(next_layer)
+                      and next_layer.self_attn.head_dim == layer.self_attn.head_dim
+                      and next_layer.input_layernorm.variance_epsilon
+                      == layer.post_attention_layernorm.variance_epsilon)
+            self.following.append(next_layer if linked else None)
+
+
+def _chained_layer_forward(self, hidden_states, *args, **kwargs):
+    """LlamaDecoderLayer.forward on a _Chain: Q, K and V are the previous layer's coda.layer output when it ran on
+    this very hidden_states (else projected here), and when the next layer is linked one coda.layer runs every
+    step after attention together with the next layer's Q, K, V. Positional arguments beyond hidden_states and
+    gradient checkpointing (which reruns single layers) take Hugging Face's own forward."""
+    chain = self.coda_chain
+    pending, chain.pending = chain.pending, None
+    position_embeddings = kwargs.get("position_embeddings")
+    if args or position_embeddings is None or (getattr(self, "gradient_checkpointing", False) and self.training):
+        return type(self).forward(self, hidden_states, *args, **kwargs)
+    attention, shape = self.self_attn, hidden_states.shape[:-1]
+    if pending is not None and pending[0] is hidden_states:
+        qkv, tables, normed = pending[1], pending[2], hidden_states
+    else:
+        qkv, tables, normed = None, None, self.input_layernorm(hidden_states)
+    out, _ = attention(normed, coda_qkv=qkv, coda_output_projection=False, **kwargs)
+    following = chain.following[self.coda_index]
+    if following is None:
+        hidden_states = hidden_states + attention.o_proj(out)
+        return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+    if tables is None:
+        tables = _rotary_rows(position_embeddings, shape, attention.head_dim)
+    hidden, next_attention = hidden_states.shape[-1], following.self_attn
+    h2, qkv = ops.layer(out.view(-1, out.shape[-1]), hidden_states.reshape(-1, hidden), tables[0],
+                        attention.o_proj.weight, self.post_attention_layernorm.weight, self.mlp.w_gate_up,
+                        self.mlp.w_down, following.input_layernorm.weight, next_attention.w_qkv, *tables[1:],
+                        next_attention.head_dim, next_attention.coda_rotated_heads,
+                        self.post_attention_layernorm.variance_epsilon)
+    h2 = h2.view(hidden_states.shape)
+    chain.pending = (h2, qkv.view(*shape, -1), tables)
+    return h2
+
+
+def _chain_layers(model):
+    """Link model.model.layers through coda.layer (_Chain) where they are chainable; the number of links made."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or not any(_chainable(layer) for layer in layers):
+        return 0
+    import transformers
+    if int(transformers.__version__.split(".")[0]) < 5:  # 4.x decoder layers return tuples
+        return 0
+    chain = _Chain(layers)
+    for index, layer in enumerate(layers):
+        if _chainable(layer):
+            layer.coda_chain, layer.coda_index = chain, index
+            layer.forward = types.MethodType(_chained_layer_forward, layer)
+    return sum(following is not None for following in chain.following)
 
 
 def _fused_loss_forward(model, keep_logits):
@@ -152,15 +254,16 @@ def _fused_loss_forward(model, keep_logits):
     return forward
 
 
-def patch(model, keep_logits=True, attention=True):
-    """Replace model's LLaMA-style MLPs, attention projections + RoPE and (with labels) its LM head + loss by
-    coda's fused ops, in place.
+def patch(model, keep_logits=True, attention=True, layers=False):
+    """Replace model's LLaMA-style MLPs, attention projections + RoPE, (with layers=True) the steps between one
+    layer's attention and the next's, and (with labels) its LM head + loss by coda's fused ops, in place.
 
     Works on LlamaForCausalLM and models of the same structure (model.model.layers[i].mlp with
     gate_proj/up_proj/down_proj and SiLU, model.lm_head without a bias). Returns the model.
 
         coda.patch(model)                                  # loss with kept logits: fastest
         coda.patch(model, keep_logits=False)               # the loss holds no M x V logits
+        coda.patch(model, layers=True)                     # norms and residual adds in coda.layer too
     """
     replaced = 0
     for name, module in list(model.named_modules()):
@@ -174,6 +277,9 @@ def patch(model, keep_logits=True, attention=True):
     if replaced == 0:
         raise ValueError("coda.patch: found no LLaMA-style MLP (gate_proj, up_proj, down_proj nn.Linear without "
                          "bias, act_fn SiLU) in the model")
+    if layers and not (attention and _chain_layers(model)):
+        raise ValueError("coda.patch: layers=True needs attention=True and two consecutive LlamaDecoderLayers "
+                         "(Hugging Face 5) with bias-free o_proj, LlamaRMSNorm norms of one eps and one head_dim")
     head = getattr(model, "lm_head", None)
     config = getattr(model, "config", None)
     transformed = any(getattr(config, name, None) not in (None, 1, 1.0) for name in _LOGIT_TRANSFORMS)

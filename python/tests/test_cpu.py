@@ -292,6 +292,11 @@ def test_patch_fuses_llama_attention_projections():
     assert torch.equal(attention.w_qkv, coda.rotate_half_to_interleaved(torch.cat([q, k, v]), 16, 6))
     kept = coda.patch(transformers.LlamaForCausalLM(config), attention=False)
     assert isinstance(kept.model.layers[0].self_attn.q_proj, torch.nn.Linear)
+    with pytest.raises(ValueError, match="layers=True needs attention=True"):
+        coda.patch(transformers.LlamaForCausalLM(config), attention=False, layers=True)
+    config.num_hidden_layers = 1
+    with pytest.raises(ValueError, match="two consecutive LlamaDecoderLayers"):
+        coda.patch(transformers.LlamaForCausalLM(config), layers=True)
 
 
 def _rows(function):
@@ -302,31 +307,46 @@ def _rows(function):
     return call
 
 
-def test_patched_attention_matches_hugging_face_on_cpu(monkeypatch):
-    """The patched attention's glue (stacked, permuted weights; the model's own cos/sin as per-token tables; the
-    split into heads; the KV cache) with coda's rope_linear and swiglu_mlp replaced by torch's math: the patched
-    fp32 model gives the unpatched model's logits, over a prompt and then one cached decoding step, with llama3
-    rope scaling."""
+@pytest.mark.parametrize("layers", [True, False])
+def test_patched_attention_matches_hugging_face_on_cpu(monkeypatch, layers):
+    """The patched model's glue (stacked, permuted weights; the model's own cos/sin as per-token tables; the split
+    into heads; the KV cache; with layers, the chain of coda.layer calls that carries each layer's Q, K, V from the
+    layer before) with coda's rope_linear, swiglu_mlp and layer replaced by torch's math: the patched fp32 model
+    gives the unpatched model's logits and hidden states, over a prompt and then one cached decoding step, with
+    llama3 rope scaling."""
     transformers = pytest.importorskip("transformers")
     import copy
-    from coda.bench import torch_rope_linear, torch_swiglu_mlp
-    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    from coda.bench import torch_layer, torch_rope_linear, torch_swiglu_mlp
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
                                       num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
                                       rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8})
     torch.manual_seed(0)
     plain = transformers.LlamaForCausalLM(config).eval()
-    patched = coda.patch(copy.deepcopy(plain))
+    patched = coda.patch(copy.deepcopy(plain), layers=layers)
     rope = _rows(lambda x, w, positions, cos, sin, d, r: torch_rope_linear(x, w, positions.long(), cos, sin, d, r))
+    layer_calls = []
     monkeypatch.setattr(coda.ops, "rope_linear", rope)
     monkeypatch.setattr(coda.ops, "swiglu_mlp", _rows(torch_swiglu_mlp))
+    monkeypatch.setattr(coda.ops, "layer", lambda *args: layer_calls.append(args[0].shape) or torch_layer(*args))
     ids = torch.randint(0, 256, (2, 12))
     with torch.no_grad():
-        want, got = plain(input_ids=ids[:, :11], use_cache=True), patched(input_ids=ids[:, :11], use_cache=True)
+        want = plain(input_ids=ids[:, :11], use_cache=True, output_hidden_states=True)
+        got = patched(input_ids=ids[:, :11], use_cache=True, output_hidden_states=True)
         assert torch.allclose(got.logits, want.logits, atol=1e-5, rtol=1e-4)
+        for ours, theirs in zip(got.hidden_states, want.hidden_states, strict=True):
+            assert torch.allclose(ours, theirs, atol=1e-5, rtol=1e-4)
+        assert layer_calls == ([(22, 64)] * 2 if layers else [])  # layers 0 -> 1 and 1 -> 2
         want = plain(input_ids=ids[:, 11:], past_key_values=want.past_key_values).logits
         got = patched(input_ids=ids[:, 11:], past_key_values=got.past_key_values).logits
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
+        assert layer_calls[2:] == ([(2, 64)] * 2 if layers else [])
+        # a layer called on its own (not after the layer before in one forward) projects its own Q, K, V
+        hidden = torch.randn(2, 11, 64)
+        embeddings = plain.model.rotary_emb(hidden, torch.arange(11)[None])
+        ours = patched.model.layers[1](hidden, position_embeddings=embeddings)
+        theirs = plain.model.layers[1](hidden, position_embeddings=embeddings)
+        assert torch.allclose(ours, theirs, atol=1e-5, rtol=1e-4)
 
 
 class _StubLibrary:
@@ -426,19 +446,29 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
             "coda_router_workspace_bytes", "coda_gemm_router"} <= called
 
 
-def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libcoda):
+@pytest.mark.parametrize("layers", [False, True])
+def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libcoda, layers):
     """A patched Hugging Face LLaMA's training step: eager, then torch.compile(fullgraph=True) (which raises on a
     graph break), on CPU tensors with libcoda stubbed (shapes and glue, not values)."""
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
-    model = coda.patch(transformers.LlamaForCausalLM(config).to(BF16))
+    model = coda.patch(transformers.LlamaForCausalLM(config).to(BF16), layers=layers)
     ids = torch.randint(0, 256, (2, 16))
     for step in (model, torch.compile(model, fullgraph=True, backend="aot_eager")):
         model.zero_grad()
+        stub_libcoda.calls.clear()
         out = step(input_ids=ids, labels=ids)
         assert out.loss.shape == () and out.logits is None
+        # with layers, the chain: layer 0 projects its Q, K, V; coda.layer gives layer 1 its own
+        rope_calls = 1 if layers else 2
+        assert stub_libcoda.calls.count("coda_gemm_rope") == rope_calls
+        assert stub_libcoda.calls.count("coda_layer_forward") == (1 if layers else 0)
+        assert not layers or model.model.layers[0].coda_chain.pending is None
         out.loss.backward()
+        assert stub_libcoda.calls.count("coda_layer_backward") == (1 if layers else 0)
+        assert stub_libcoda.calls.count("coda_rope_backward") == rope_calls
+        assert model.model.layers[1].input_layernorm.weight.grad.shape == (64,)
         assert model.model.layers[0].mlp.w_gate_up.grad.shape == (256, 64)
         assert model.lm_head.weight.grad is not None
     assert model(input_ids=ids).logits.shape == (2, 16, 256)  # without labels: Hugging Face's own forward

@@ -119,8 +119,15 @@ def test_rope_linear(m):
     ref = rope_reference(x64 @ w64.t(), positions, cos, sin, head_dim, rotated)
     assert rel(q, ref) < 1e-2
     dq = rand(m, heads * head_dim)
-    for ours, theirs in zip(grads(q, (x, w), dq), grads(ref, (x64, w64), dq.double())):
+    eager = grads(q, (x, w), dq)
+    for ours, theirs in zip(eager, grads(ref, (x64, w64), dq.double())):
         assert rel(ours, theirs) < 1e-2
+    # compiled: the same kernels through the custom ops (Inductor may order the gradient's reshapes differently)
+    compiled = torch.compile(lambda *a: coda.rope_linear(*a), fullgraph=True)
+    q_compiled = compiled(x, w, positions, cos, sin, head_dim, rotated)
+    assert torch.equal(q_compiled, q)
+    for ours, theirs in zip(grads(q_compiled, (x, w), dq), eager):
+        assert rel(ours, theirs) < 1e-3
 
 
 @pytest.mark.parametrize("m", [1, 200, 1024])
@@ -329,27 +336,29 @@ def test_autocast_follows_torch():
 def llama(seed):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(seed)
-    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=3,
                                       num_attention_heads=4, num_key_value_heads=2, vocab_size=2048,
                                       max_position_embeddings=512)
     return transformers.LlamaForCausalLM(config).cuda()
 
 
-@pytest.mark.parametrize("keep_logits", [True, False])
-def test_patched_llama_matches_unpatched(keep_logits):
-    """fp32 model as the reference; the bf16 model unpatched and patched (MLPs, attention projections + RoPE,
-    the loss with and without kept logits) must both be within bf16 error of it, coda's no more than twice the
-    unpatched model's (plus a floor)."""
+@pytest.mark.parametrize("keep_logits,layers,compiled", [(True, True, False), (False, True, False),
+                                                          (True, False, False), (True, True, True)])
+def test_patched_llama_matches_unpatched(keep_logits, layers, compiled):
+    """fp32 model as the reference; the bf16 model unpatched and patched (MLPs, attention projections + RoPE, the
+    layers chained through coda.layer or not, the loss with and without kept logits, eager or compiled with
+    fullgraph=True) must both be within bf16 error of it, coda's no more than twice the unpatched model's (plus a
+    floor). The gradients are the middle layer's (chained on both sides), the embedding's and the head's."""
     reference = llama(8)
     plain = llama(8).to(BF16)
-    patched = coda.patch(llama(8).to(BF16), keep_logits=keep_logits)
+    patched = coda.patch(llama(8).to(BF16), keep_logits=keep_logits, layers=layers)
     ids = torch.randint(0, 2048, (2, 128), device="cuda")
     labels = ids.clone()
     labels[:, :5] = -100
 
-    def loss_and_grads(model):
+    def loss_and_grads(model, forward):
         model.zero_grad()
-        loss = model(input_ids=ids, labels=labels).loss
+        loss = forward(input_ids=ids, labels=labels).loss
         loss.backward()
         layer = model.model.layers[1]
         mlp = layer.mlp
@@ -363,13 +372,15 @@ def test_patched_llama_matches_unpatched(keep_logits):
         else:
             query = coda.rotate_half_to_interleaved(attention.q_proj.weight.grad, attention.head_dim,
                                                     attention.q_proj.weight.shape[0] // attention.head_dim)
-        return loss, [gate, down, query, model.model.embed_tokens.weight.grad, model.lm_head.weight.grad]
+        return loss, [gate, down, query, attention.o_proj.weight.grad, layer.input_layernorm.weight.grad,
+                      layer.post_attention_layernorm.weight.grad, model.model.embed_tokens.weight.grad,
+                      model.lm_head.weight.grad]
 
-    ref_loss, ref_grads = loss_and_grads(reference)
-    plain_loss, plain_grads = loss_and_grads(plain)
-    coda_loss, coda_grads = loss_and_grads(patched)
+    ref_loss, ref_grads = loss_and_grads(reference, reference)
+    plain_loss, plain_grads = loss_and_grads(plain, plain)
+    coda_loss, coda_grads = loss_and_grads(patched, torch.compile(patched, fullgraph=True) if compiled else patched)
     assert abs(coda_loss.item() - ref_loss.item()) <= 2 * abs(plain_loss.item() - ref_loss.item()) + 2e-3
-    for ours, theirs, exact in zip(coda_grads, plain_grads, ref_grads):
+    for ours, theirs, exact in zip(coda_grads, plain_grads, ref_grads, strict=True):
         assert rel(ours, exact) <= 2 * rel(theirs, exact) + 1e-2
 
 
