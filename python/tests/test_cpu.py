@@ -480,6 +480,22 @@ def test_patched_llama_trains_and_compiles_fullgraph_against_the_stub(stub_libco
     assert isinstance(out, tuple) and out[0].shape == ()
 
 
+def test_eager_grad_path_takes_the_c_apply(stub_libcoda, monkeypatch):
+    """With gradients the eager path records coda.linear's formula through torch.autograd.Function's C apply,
+    skipping the Python wrapper that torch versions before its move to C have: the same node, the same backward."""
+    from coda.ops import matmul
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: -1)  # a CPU tensor's get_device()
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0)
+    monkeypatch.setattr(matmul._plans, "by_key", {})
+    monkeypatch.setattr(matmul, "_PYTHON_APPLY", True)
+    x, w = torch.randn(16, 64).to(BF16), torch.randn(32, 64).to(BF16).requires_grad_(True)
+    y = matmul._linear_function(x, w)
+    assert type(y.grad_fn).__name__ == "_LinearFunctionBackward" and y.shape == (16, 32)
+    assert stub_libcoda.calls[-1] == "coda_gemm_prepared_run"
+    y.float().sum().backward()
+    assert w.grad.shape == (32, 64) and stub_libcoda.calls[-1] == "coda_gemm"  # dW only: x needs no gradient
+
+
 def test_eager_plan_cache_against_the_stub(stub_libcoda, monkeypatch):
     """coda.linear's eager path (no dispatcher, plans prepared in libcoda once per shape) on CPU tensors with
     libcoda stubbed: a plan is kept only for operands read in place, and a call passes their addresses;

@@ -79,7 +79,6 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
   return true;
 }
 
-
 /// Where CTA 0 of a cluster receives the other CTAs' partials of a swapped tile (combine_in_cluster).
 /// A slot holds one thread's four values of 8 tokens in one 64-row block (an 8-column group of its
 /// accumulators); CTA r writes slots [(r - 1) S, r S) for a tile of S = blocks x groups slots

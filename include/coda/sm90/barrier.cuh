@@ -8,9 +8,10 @@
 //   consumer:  sm90::wait(&full, phase);                 (phase flips each time the ring wraps)
 #pragma once
 
+#include <cstdint>
 #include <cuda/ptx>
 
-#include <cstdint>
+#include "coda/sm90/cluster.cuh"
 
 namespace coda::sm90 {
 
@@ -42,9 +43,7 @@ __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t byte
 /// (Barriers may also be named by their 32-bit shared address, for loops that keep the address in
 /// a register rather than have the compiler rebuild it: see kernel.cuh.)
 __device__ __forceinline__ void arrive_cluster(uint32_t bar, uint32_t cta_rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta_rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(peer_address(bar, cta_rank)) : "memory");
 }
 
 /// Arrive once on a barrier of this CTA (release semantics at CTA scope, the default).
