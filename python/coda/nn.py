@@ -5,6 +5,7 @@ SwiGLU MLP's gate and up rows interleaved, the QKV rows permuted for interleaved
     mlp = coda.nn.SwiGLUMLP.from_linears(block.gate_proj, block.up_proj, block.down_proj)
     head = coda.nn.LinearCrossEntropy(hidden=2048, vocab=128256, dtype=torch.bfloat16, device="cuda")
     loss = head(hidden_states, labels)
+    router = coda.nn.Router.from_linear(moe.gate, k=8, mode="topk_softmax", renormalize=True)
 """
 import torch
 
@@ -103,6 +104,42 @@ class LinearCrossEntropy(torch.nn.Module):
 
     def forward(self, hidden, targets, row_scale=None):
         return ops.linear_cross_entropy(hidden, self.weight, targets, row_scale=row_scale, **self.options)
+
+
+class Router(torch.nn.Module):
+    """The MoE router (coda.route): forward(x) = (weights, ids) of each token's k experts, x (..., hidden) with the
+    tokens flattened (M, k); dispatch=True adds token_expert_indices and the tokens per expert. Holds the gate
+    weight (experts, hidden) and, for mode="sigmoid_bias", the per-expert bias that steers selection only (a
+    buffer: DeepSeek-V3 updates it outside the gradient). No gradient flows through the routing.
+
+        router = coda.nn.Router(7168, 256, 8, mode="sigmoid_bias", n_group=8, topk_group=4, renormalize=True,
+                                routed_scaling_factor=2.5, device="cuda")
+        weights, ids = router(hidden_states)
+    """
+
+    def __init__(self, hidden, experts, k, mode="topk_softmax", renormalize=False, n_group=1, topk_group=1,
+                 routed_scaling_factor=1.0, dispatch=False, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.k = k
+        self.weight = _parameter(experts, hidden, dtype, device)
+        bias = torch.zeros(experts, device=device) if mode == "sigmoid_bias" else None
+        self.register_buffer("expert_bias", bias)
+        self.options = dict(mode=mode, renormalize=renormalize, n_group=n_group, topk_group=topk_group,
+                            routed_scaling_factor=routed_scaling_factor, dispatch=dispatch)
+
+    @classmethod
+    def from_linear(cls, gate, k, **options):
+        """From a model's bias-free gate nn.Linear (experts, hidden), its weight copied once."""
+        if gate.bias is not None:
+            raise ValueError("coda.nn.Router.from_linear: the gate must have no bias")
+        router = cls(gate.in_features, gate.out_features, k, dtype=gate.weight.dtype, device=gate.weight.device,
+                     **options)
+        with torch.no_grad():
+            router.weight.copy_(gate.weight)
+        return router
+
+    def forward(self, x):
+        return ops.route(x, self.weight, self.k, expert_bias=self.expert_bias, **self.options)
 
 
 class Layer(torch.nn.Module):

@@ -428,6 +428,12 @@ def test_every_op_glue_runs_forward_and_backward(stub_libcoda):
                                            expert_bias=torch.zeros(60), n_group=6, topk_group=3, dispatch=True)
     assert (weights.shape, ids.shape, tei.shape, counts.shape) == ((15, 8), (15, 8), (15, 8), (60,))
     assert len(coda.route(x.detach(), cpu(60, 64, grad=False), 2)) == 2
+    router = coda.nn.Router(64, 60, 8, mode="sigmoid_bias", n_group=6, topk_group=3, dispatch=True)
+    assert router.expert_bias.shape == (60,) and [t.shape for t in router(x.detach())] == [(15, 8)] * 3 + [(60,)]
+    gate = torch.nn.Linear(64, 60, bias=False).to(BF16)
+    assert torch.equal(coda.nn.Router.from_linear(gate, 2).weight, gate.weight)
+    with pytest.raises(ValueError, match="no bias"):
+        coda.nn.Router.from_linear(torch.nn.Linear(64, 60), 2)
     block = coda.nn.Layer(64, 48, heads=6, head_dim=16, rotated_heads=4, max_positions=32)
     h2, qkv = block(cpu(15, 64), cpu(15, 64), torch.zeros(15, dtype=torch.int64))
     checks += [(h2, (15, 64)), (qkv, (15, 96))]

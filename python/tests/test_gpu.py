@@ -435,6 +435,18 @@ def test_route_against_torch(m, mode, experts, k, options):
     assert torch.equal(counts, torch.bincount(ids.flatten().long(), minlength=experts).int())
 
 
+def test_router_module_is_route():
+    torch.manual_seed(12)
+    x = rand(2, 9, 256)
+    router = coda.nn.Router(256, 160, 6, mode="sigmoid_bias", n_group=8, topk_group=3, renormalize=True,
+                            routed_scaling_factor=2.5, dtype=BF16, device="cuda")
+    router.expert_bias.uniform_(-0.1, 0.1)
+    weights, ids = router(x)
+    want = coda.route(x, router.weight, 6, mode="sigmoid_bias", expert_bias=router.expert_bias, n_group=8,
+                      topk_group=3, renormalize=True, routed_scaling_factor=2.5)
+    assert weights.shape == (18, 6) and torch.equal(weights, want[0]) and torch.equal(ids, want[1])
+
+
 def test_route_compiles_and_nan_rows_route_nowhere():
     x, w = rand(100, 256), rand(64, 256)
     x[3] = float("nan")
