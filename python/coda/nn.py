@@ -71,7 +71,9 @@ class RoPELinear(torch.nn.Module):
         self.register_buffer("sin", sin, persistent=False)
 
     def forward(self, x, positions):
-        return ops.rope_linear(x, self.weight, positions, self.cos, self.sin, self.head_dim, self.rotated_heads)
+        # .float(): the f32 tables the op reads, also after module.to(dtype) cast the buffers (no copy when f32)
+        return ops.rope_linear(x, self.weight, positions, self.cos.float(), self.sin.float(), self.head_dim,
+                               self.rotated_heads)
 
 
 class ResidualRMSNormLinear(torch.nn.Module):
@@ -110,7 +112,8 @@ class Router(torch.nn.Module):
     """The MoE router (coda.route): forward(x) = (weights, ids) of each token's k experts, x (..., hidden) with the
     tokens flattened (M, k); dispatch=True adds token_expert_indices and the tokens per expert. Holds the gate
     weight (experts, hidden) and, for mode="sigmoid_bias", the per-expert bias that steers selection only (a
-    buffer: DeepSeek-V3 updates it outside the gradient). No gradient flows through the routing.
+    buffer: DeepSeek-V3 updates it outside the gradient). No gradient flows through the routing: a model that
+    trains the gate takes its softmax in torch at the returned ids (coda.route's docstring).
 
         router = coda.nn.Router(7168, 256, 8, mode="sigmoid_bias", n_group=8, topk_group=4, renormalize=True,
                                 routed_scaling_factor=2.5, device="cuda")
@@ -121,7 +124,7 @@ class Router(torch.nn.Module):
                  routed_scaling_factor=1.0, dispatch=False, dtype=torch.bfloat16, device=None):
         super().__init__()
         self.k = k
-        self.weight = _parameter(experts, hidden, dtype, device)
+        self.weight = _parameter(experts, hidden, dtype, device)  # trained through torch's softmax at the ids
         bias = torch.zeros(experts, device=device) if mode == "sigmoid_bias" else None
         self.register_buffer("expert_bias", bias)
         self.options = dict(mode=mode, renormalize=renormalize, n_group=n_group, topk_group=topk_group,
@@ -132,14 +135,16 @@ class Router(torch.nn.Module):
         """From a model's bias-free gate nn.Linear (experts, hidden), its weight copied once."""
         if gate.bias is not None:
             raise ValueError("coda.nn.Router.from_linear: the gate must have no bias")
-        router = cls(gate.in_features, gate.out_features, k, dtype=gate.weight.dtype, device=gate.weight.device,
-                     **options)
+        options = dict(dtype=gate.weight.dtype, device=gate.weight.device) | options
+        router = cls(gate.in_features, gate.out_features, k, **options)
         with torch.no_grad():
             router.weight.copy_(gate.weight)
+        router.weight.requires_grad_(gate.weight.requires_grad)
         return router
 
     def forward(self, x):
-        return ops.route(x, self.weight, self.k, expert_bias=self.expert_bias, **self.options)
+        bias = None if self.expert_bias is None else self.expert_bias.float()  # f32 after module.to(dtype) too
+        return ops.route(x, self.weight, self.k, expert_bias=bias, **self.options)
 
 
 class Layer(torch.nn.Module):
@@ -163,4 +168,4 @@ class Layer(torch.nn.Module):
 
     def forward(self, attn_out, residual, positions):
         return ops.layer(attn_out, residual, positions, self.wo, self.norm1, self.w_gate_up, self.w_down, self.norm2,
-                         self.w_qkv, self.cos, self.sin, self.head_dim, self.rotated_heads, self.eps)
+                         self.w_qkv, self.cos.float(), self.sin.float(), self.head_dim, self.rotated_heads, self.eps)

@@ -9,8 +9,8 @@ rows interleaved once, a copy of the weights); each LlamaAttention's Q, K and V 
 their RoPE by one coda.rope_linear (the three weights stacked into self_attn.w_qkv, Q and K rows
 permuted for interleaved pairs, which leaves every attention score as it was; the rotation takes
 the model's own cos/sin, so any rope_type works); and, when labels are given, the LM head and the
-loss by coda.linear_cross_entropy (the output's `logits` is None). The attention kernel, o_proj,
-the norms and the residual adds stay Hugging Face's. Models whose head scales or caps its logits
+loss by coda.linear_cross_entropy (the output's `logits` is None). The attention kernel and, by
+default, o_proj, the norms and the residual adds stay Hugging Face's. Models whose head scales or caps its logits
 (Cohere, Granite, Gemma 2) keep their own loss; attentions with biases or another class keep theirs.
 
 keep_logits (default True): the fused loss keeps the M x V logits for its backward, three GEMMs in
@@ -19,9 +19,15 @@ False leaves attention untouched. layers (default False): True also replaces the
 layer's attention and the next's (Hugging Face 5's LlamaDecoderLayer, LlamaRMSNorm): one coda.layer
 runs o_proj, the residual add, the post-attention norm, the MLP, the residual add and the next
 layer's input norm, QKV projection and RoPE, the norms moved across the GEMM boundaries
-(docs/kernels.md); the last layer keeps the separate steps, and gradient checkpointing runs each
-layer on its own. It is off by default because it measured slower on the small LLaMA of
-`python -m coda.bench` (docs/performance.md, "The PyTorch package").
+(docs/kernels.md); the last layer keeps the separate steps. A call takes the separate steps too
+under Hugging Face's gradient checkpointing or torch.autocast, or when hooks sit on the modules
+coda.layer replaces or o_proj is no longer a plain Linear (an adapter added after patching); a
+layer takes the Q, K, V handed to it only when they were made for it, in this forward, with
+autograd history when it needs one. Weights sharded or offloaded per layer (FSDP, ZeRO-3,
+accelerate's offloading) and other checkpoint wrappers need layers=False: one layer's call reads
+the next layer's weights, and a rerun layer finds no Q, K, V handed to it. It is off by default
+because it measured slower on the small LLaMA of `python -m coda.bench` (docs/performance.md,
+"The PyTorch package").
 
 The new modules keep each weight's requires_grad (frozen weights stay frozen); their parameter names
 differ (mlp.w_gate_up, mlp.w_down, self_attn.w_qkv), so save checkpoints from an unpatched model
@@ -142,49 +148,78 @@ def _is_llama_rmsnorm(norm, hidden):
 
 
 def _chainable(layer):
-    """A Hugging Face 5 LlamaDecoderLayer whose attention and MLP coda.patch replaced, its norms LlamaRMSNorm."""
+    """A Hugging Face 5 LlamaDecoderLayer that coda.layer can run: its attention and MLP patched or patchable,
+    a bias-free square torch.nn.Linear o_proj (coda.layer's residual add), LlamaRMSNorm norms."""
     attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
-    return (type(layer).__name__ == "LlamaDecoderLayer" and hasattr(attention, "w_qkv")
-            and isinstance(mlp, nn.SwiGLUMLP) and isinstance(getattr(attention, "o_proj", None), torch.nn.Linear)
-            and attention.o_proj.bias is None
-            and all(_is_llama_rmsnorm(getattr(layer, name, None), mlp.w_down.shape[0])
+    o_proj = getattr(attention, "o_proj", None)
+    return (type(layer).__name__ == "LlamaDecoderLayer"
+            and (hasattr(attention, "w_qkv") or _is_llama_attention(attention))
+            and (isinstance(mlp, nn.SwiGLUMLP) or _is_llama_mlp(mlp))
+            and type(o_proj) is torch.nn.Linear and o_proj.bias is None
+            and o_proj.in_features == o_proj.out_features
+            and all(_is_llama_rmsnorm(getattr(layer, name, None), o_proj.out_features)
                     for name in ("input_layernorm", "post_attention_layernorm")))
 
 
 class _Chain:
     """A patched model's decoder layers, each linked to the next: coda.layer runs a layer's output projection,
     residual add, post-attention norm, MLP and residual add together with the next layer's input norm, QKV
-    projection and RoPE. `pending` carries (the layer's output, the next layer's qkv, the rotary tables) to the
-    next layer within one forward; that layer takes them only for the very tensor they were made with."""
+    projection and RoPE. `pending` carries (the layer's output, the next layer's qkv, the rotary tables, the layer
+    they are for, the cos table they came from) within one forward; the next layer takes them only when it is that
+    layer, called on the very output with the very cos table (and, under autograd, with the qkv's history)."""
 
     def __init__(self, layers):
         self.pending = None
         self.following = []  # a plain list, not a ModuleList: each layer stays registered once, in the model
         for layer, next_layer in zip(layers, list(layers[1:]) + [None]):
-            linked = (next_layer is not None and _chainable(next_layer)
+            linked = (next_layer is not None and _chainable(layer) and _chainable(next_layer)
                       and next_layer.self_attn.head_dim == layer.self_attn.head_dim
                       and next_layer.input_layernorm.variance_epsilon
                       == layer.post_attention_layernorm.variance_epsilon)
             self.following.append(next_layer if linked else None)
 
+    def clear(self, *_):
+        """Drop what a forward left pending (a forward hook of the model: a layer run alone, layers left out)."""
+        self.pending = None
+
+
+def _hooked(*modules):
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def _following(self, chain):
+    """The next layer if this call may hand it Q, K, V through coda.layer: linked, no hooks on the modules
+    coda.layer replaces (they would not fire), o_proj still a plain Linear (not wrapped by an adapter since
+    patching), no autocast (coda.layer would round the residual stream to its dtype)."""
+    following = chain.following[self.coda_index]
+    if following is None or torch.is_autocast_enabled("cuda") or type(self.self_attn.o_proj) is not torch.nn.Linear:
+        return None
+    if _hooked(self.self_attn.o_proj, self.mlp, self.post_attention_layernorm, following.input_layernorm):
+        return None
+    return following
+
 
 def _chained_layer_forward(self, hidden_states, *args, **kwargs):
-    """LlamaDecoderLayer.forward on a _Chain: Q, K and V are the previous layer's coda.layer output when it ran on
-    this very hidden_states (else projected here), and when the next layer is linked one coda.layer runs every
-    step after attention together with the next layer's Q, K, V. Positional arguments beyond hidden_states and
-    gradient checkpointing (which reruns single layers) take Hugging Face's own forward."""
+    """LlamaDecoderLayer.forward on a _Chain: Q, K and V are the previous layer's coda.layer output when it was
+    made for this layer and this very hidden_states (else projected here), and when the next layer may take them
+    (_following) one coda.layer runs every step after attention together with the next layer's Q, K, V.
+    Positional arguments beyond hidden_states and gradient checkpointing (which reruns single layers) take
+    Hugging Face's own forward."""
     chain = self.coda_chain
     pending, chain.pending = chain.pending, None
     position_embeddings = kwargs.get("position_embeddings")
     if args or position_embeddings is None or (getattr(self, "gradient_checkpointing", False) and self.training):
         return type(self).forward(self, hidden_states, *args, **kwargs)
     attention, shape = self.self_attn, hidden_states.shape[:-1]
-    if pending is not None and pending[0] is hidden_states:
-        qkv, tables, normed = pending[1], pending[2], hidden_states
+    qkv, tables, normed = None, None, hidden_states
+    if (pending is not None and pending[0] is hidden_states and pending[3] is self
+            and pending[4] is position_embeddings[0]
+            and (pending[1].requires_grad or not (torch.is_grad_enabled() and hidden_states.requires_grad))):
+        qkv, tables = pending[1], pending[2]
     else:
-        qkv, tables, normed = None, None, self.input_layernorm(hidden_states)
+        normed = self.input_layernorm(hidden_states)
     out, _ = attention(normed, coda_qkv=qkv, coda_output_projection=False, **kwargs)
-    following = chain.following[self.coda_index]
+    following = _following(self, chain)
     if following is None:
         hidden_states = hidden_states + attention.o_proj(out)
         return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
@@ -197,24 +232,28 @@ def _chained_layer_forward(self, hidden_states, *args, **kwargs):
                         next_attention.head_dim, next_attention.coda_rotated_heads,
                         self.post_attention_layernorm.variance_epsilon)
     h2 = h2.view(hidden_states.shape)
-    chain.pending = (h2, qkv.view(*shape, -1), tables)
+    chain.pending = (h2, qkv.view(*shape, -1), tables, following, position_embeddings[0])
     return h2
 
 
-def _chain_layers(model):
-    """Link model.model.layers through coda.layer (_Chain) where they are chainable; the number of links made."""
+def _plan_chain(model):
+    """The _Chain of model.model.layers (checked before anything is replaced), or None without a link."""
     layers = getattr(getattr(model, "model", None), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList) or not any(_chainable(layer) for layer in layers):
-        return 0
+        return None
     import transformers
     if int(transformers.__version__.split(".")[0]) < 5:  # 4.x decoder layers return tuples
-        return 0
+        return None
     chain = _Chain(layers)
-    for index, layer in enumerate(layers):
-        if _chainable(layer):
+    return chain if any(following is not None for following in chain.following) else None
+
+
+def _install_chain(model, chain):
+    for index, layer in enumerate(model.model.layers):
+        if chain.following[index] is not None or (index > 0 and chain.following[index - 1] is not None):
             layer.coda_chain, layer.coda_index = chain, index
             layer.forward = types.MethodType(_chained_layer_forward, layer)
-    return sum(following is not None for following in chain.following)
+    model.model.register_forward_hook(chain.clear)
 
 
 def _fused_loss_forward(model, keep_logits):
@@ -265,6 +304,11 @@ def patch(model, keep_logits=True, attention=True, layers=False):
         coda.patch(model, keep_logits=False)               # the loss holds no M x V logits
         coda.patch(model, layers=True)                     # norms and residual adds in coda.layer too
     """
+    chain = _plan_chain(model) if layers and attention else None
+    if layers and chain is None:
+        raise ValueError("coda.patch: layers=True needs attention=True and two consecutive LlamaDecoderLayers "
+                         "(Hugging Face 5) with a bias-free square o_proj, LlamaRMSNorm norms of one eps and one "
+                         "head_dim; the model is unchanged")
     replaced = 0
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
@@ -277,9 +321,8 @@ def patch(model, keep_logits=True, attention=True, layers=False):
     if replaced == 0:
         raise ValueError("coda.patch: found no LLaMA-style MLP (gate_proj, up_proj, down_proj nn.Linear without "
                          "bias, act_fn SiLU) in the model")
-    if layers and not (attention and _chain_layers(model)):
-        raise ValueError("coda.patch: layers=True needs attention=True and two consecutive LlamaDecoderLayers "
-                         "(Hugging Face 5) with bias-free o_proj, LlamaRMSNorm norms of one eps and one head_dim")
+    if chain is not None:
+        _install_chain(model, chain)
     head = getattr(model, "lm_head", None)
     config = getattr(model, "config", None)
     transformed = any(getattr(config, name, None) not in (None, 1, 1.0) for name in _LOGIT_TRANSFORMS)

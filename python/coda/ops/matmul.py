@@ -192,10 +192,10 @@ class _LinearFunction(torch.autograd.Function):
         return _backward(ctx, dy)
 
 
-# torch.autograd.Function.apply was Python before torch moved it to C: its wrapper (the functorch checks, a pytree
-# pass over the arguments) costs 0.7-5 µs of host time a call on the H100 machines' CPUs (torch 2.11: an empty
-# Function 17.9 against 12.9 µs through the C apply it ends in, docs/performance.md). With no functorch transform
-# active the wrapper only unwraps dead functorch wrappers and calls that C apply, so the eager path does the same.
+# Where torch.autograd.Function.apply is a Python classmethod (torch 2.11; newer torch implements it in C), its
+# wrapper costs 0.7-5 µs of host time a call (docs/performance.md, "The PyTorch package"). For a Function without
+# setup_context and no functorch transform active it only unwraps dead functorch wrappers and calls the C apply
+# of torch._C._FunctionBase, so the eager path does the same itself.
 _PYTHON_APPLY = isinstance(torch.autograd.Function.__dict__.get("apply"), classmethod)
 _unwrap_if_dead = getattr(torch._C._functorch, "unwrap_if_dead", None)
 _c_apply = super(torch.autograd.Function, _LinearFunction).apply

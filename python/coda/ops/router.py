@@ -99,6 +99,8 @@ def route(x, w, k, mode="topk_softmax", renormalize=False, expert_bias=None, n_g
 
         weights, ids = coda.route(hidden, router.weight, 8, mode="topk_softmax", renormalize=True)
     """
+    # the selection has no gradient: detached inputs, so that no output requires one
+    x, w, expert_bias = (t.detach() if isinstance(t, torch.Tensor) else t for t in (x, w, expert_bias))
     x, w = L.autocast(x, w)
     if x.dim() != 2:
         x = x.reshape(-1, x.shape[-1])
