@@ -37,6 +37,7 @@ import functools
 import inspect
 import sys
 import types
+import typing
 
 import torch
 
@@ -161,18 +162,29 @@ def _chainable(layer):
                     for name in ("input_layernorm", "post_attention_layernorm")))
 
 
+class _Handoff(typing.NamedTuple):
+    """What one layer's coda.layer leaves for the next within a forward."""
+    output: torch.Tensor  # the layer's output, the next layer's hidden_states
+    qkv: torch.Tensor     # the next layer's Q, K, V (RoPE applied)
+    tables: tuple         # the rotary tables (_rotary_rows) they were rotated with
+    layer: object         # the layer they are for
+    cos: torch.Tensor     # the model's cos table the tables came from
+
+
 class _Chain:
     """A patched model's decoder layers, each linked to the next: coda.layer runs a layer's output projection,
     residual add, post-attention norm, MLP and residual add together with the next layer's input norm, QKV
-    projection and RoPE. `pending` carries (the layer's output, the next layer's qkv, the rotary tables, the layer
-    they are for, the cos table they came from) within one forward; the next layer takes them only when it is that
-    layer, called on the very output with the very cos table (and, under autograd, with the qkv's history)."""
+    projection and RoPE. `pending` holds a _Handoff within one forward; the next layer takes it only when it is
+    the handoff's layer, called on its very output with the very cos table (and, under autograd, the qkv's history
+    is there)."""
 
     def __init__(self, layers):
         self.pending = None
+        chainable = [_chainable(layer) for layer in layers]
         self.following = []  # a plain list, not a ModuleList: each layer stays registered once, in the model
-        for layer, next_layer in zip(layers, list(layers[1:]) + [None]):
-            linked = (next_layer is not None and _chainable(layer) and _chainable(next_layer)
+        for index, layer in enumerate(layers):
+            next_layer = layers[index + 1] if index + 1 < len(layers) else None
+            linked = (next_layer is not None and chainable[index] and chainable[index + 1]
                       and next_layer.self_attn.head_dim == layer.self_attn.head_dim
                       and next_layer.input_layernorm.variance_epsilon
                       == layer.post_attention_layernorm.variance_epsilon)
@@ -212,10 +224,10 @@ def _chained_layer_forward(self, hidden_states, *args, **kwargs):
         return type(self).forward(self, hidden_states, *args, **kwargs)
     attention, shape = self.self_attn, hidden_states.shape[:-1]
     qkv, tables, normed = None, None, hidden_states
-    if (pending is not None and pending[0] is hidden_states and pending[3] is self
-            and pending[4] is position_embeddings[0]
-            and (pending[1].requires_grad or not (torch.is_grad_enabled() and hidden_states.requires_grad))):
-        qkv, tables = pending[1], pending[2]
+    if (pending is not None and pending.output is hidden_states and pending.layer is self
+            and pending.cos is position_embeddings[0]
+            and (pending.qkv.requires_grad or not (torch.is_grad_enabled() and hidden_states.requires_grad))):
+        qkv, tables = pending.qkv, pending.tables
     else:
         normed = self.input_layernorm(hidden_states)
     out, _ = attention(normed, coda_qkv=qkv, coda_output_projection=False, **kwargs)
@@ -232,20 +244,20 @@ def _chained_layer_forward(self, hidden_states, *args, **kwargs):
                         next_attention.head_dim, next_attention.coda_rotated_heads,
                         self.post_attention_layernorm.variance_epsilon)
     h2 = h2.view(hidden_states.shape)
-    chain.pending = (h2, qkv.view(*shape, -1), tables, following, position_embeddings[0])
+    chain.pending = _Handoff(h2, qkv.view(*shape, -1), tables, following, position_embeddings[0])
     return h2
 
 
 def _plan_chain(model):
     """The _Chain of model.model.layers (checked before anything is replaced), or None without a link."""
     layers = getattr(getattr(model, "model", None), "layers", None)
-    if not isinstance(layers, torch.nn.ModuleList) or not any(_chainable(layer) for layer in layers):
-        return None
-    import transformers
-    if int(transformers.__version__.split(".")[0]) < 5:  # 4.x decoder layers return tuples
+    if not isinstance(layers, torch.nn.ModuleList):
         return None
     chain = _Chain(layers)
-    return chain if any(following is not None for following in chain.following) else None
+    if not any(following is not None for following in chain.following):
+        return None
+    import transformers
+    return chain if int(transformers.__version__.split(".")[0]) >= 5 else None  # 4.x decoder layers return tuples
 
 
 def _install_chain(model, chain):
