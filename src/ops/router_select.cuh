@@ -158,6 +158,7 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
       if ((i + 1) % per_group == 0 && g < a.n_group && !(kept >> g & 1u) && ranks_before(score[i], g, b.value, b.id))
         b = {score[i], g};
     }
+    if (b.id < 0) break;  // every group left scores -inf (fewer than two selectable): none is kept
     kept |= 1u << b.id;
   }
 #pragma unroll
@@ -253,6 +254,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
       for (int g = lane; g < a.n_group; g += 32)
         if (!s.group_kept[g] && ranks_before(s.group_score[g], g, b.value, b.id)) b = {s.group_score[g], g};
       b = warp_best(b);
+      if (b.id < 0) break;  // as in keep_best_groups_in_registers (uniform across the warp)
       if (lane == 0) s.group_kept[b.id] = 1;
       __syncwarp();
     }
