@@ -176,9 +176,8 @@ void lm_head_training_benchmark(std::ostream& json) {
       "dZ below 2^-12 |g| (skip_below). Inputs uniform in [-1, 1): logits of std ~15 at H = 2048, a peaked softmax; "
       "wide: x in [-0.2, 0.2), logits of std ~3, a softmax spread wide; zipf: a model of a trained head, logits "
       "-ln(v + 1) plus noise of std ~1.2, targets drawn from Zipf(1). "
-      "torch.compile at T=8192 H=2048 V=128256: 20.1 ms, 2.5 "
-      "GiB (an H200, "
-      "not this run: docs/performance.md)\n");
+      "torch.compile at T=8192 H=2048 V=128256: 20.45 ms, 2.5 GiB (an H100, not this run: docs/performance.md, "
+      "\"The PyTorch package\")\n");
   std::printf("%-32s %9s %9s %9s %9s %7s %9s %8s %9s %6s\n", "shape", "fwd+bwd", "forward", "backward", "3 GEMMs",
               "fused/", "cuBLAS", "TF/s", "extra", "chunk");
   std::printf("%-32s %9s %9s %9s %9s %7s %9s %8s %9s %6s\n", "", "ms", "ms", "ms", "ms (coda)", "GEMMs", "3 ms",
