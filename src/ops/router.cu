@@ -34,8 +34,8 @@ bool uses_decode(int64_t m, const RouterOptions& o) {
 }
 
 // The workspace (carved from `base`; null only counts): the program's partials (candidates, then
-// topk_softmax's lse), or the decode kernel's split partials (its scores stay in shared memory),
-// or the scores (unless options.scores takes them) and the GEMM's own workspace.
+// topk_softmax's lse unless renormalized), or the decode kernel's split partials (its scores stay
+// in shared memory), or the scores (unless options.scores takes them) and the GEMM's own workspace.
 struct Workspace {
   bool program, decode;
   TensorView candidates, lse;  // the program's
@@ -53,7 +53,7 @@ struct Workspace {
     if (program) {
       const int64_t parts = epilogue::parts_along(experts);
       candidates = carve.matrix(DType::f32, m, parts * 2 * router_detail::kCandidates);
-      if (o.mode == RoutingMode::topk_softmax) lse = carve.matrix(DType::f32, m, parts);
+      if (o.mode == RoutingMode::topk_softmax && !o.renormalize) lse = carve.matrix(DType::f32, m, parts);
     } else if (decode) {
       scores = o.scores;  // empty unless asked for
       splits = router_detail::decode_splits(experts, x.cols());
@@ -141,9 +141,27 @@ __global__ void count_experts(const int32_t* ids, int64_t slots, int experts, in
     if (local[e]) atomicAdd(&counts[e], local[e]);
 }
 
+// A selection of at most one block per SM is launched programmatically: it starts while the GEMM
+// ahead of it runs and waits for it in the kernel, not behind a launch gap (M = 128: 0.4-1.4 us
+// less). A larger one is not: its early blocks would pile up on the SMs the GEMM leaves free and
+// leave the rest under-filled (M = 4096: 0.4-6 us more; H100, docs/performance.md).
 template <int PerLane>
 void launch_selection(const router_detail::SelectArgs& a, int64_t blocks, cudaStream_t stream) {
-  router_detail::select_experts<PerLane><<<unsigned(blocks), 32 * router_detail::kWarpsPerBlock, 0, stream>>>(a);
+  using router_detail::kWarpsPerBlock;
+  const int scratch =
+      int(router_detail::groups_in_shared_memory(a.experts, a.n_group) ? sizeof(router_detail::WarpScratch)
+                                                                       : router_detail::kSlotScratchBytes);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(blocks));
+  config.blockDim = dim3(32 * kWarpsPerBlock);
+  config.dynamicSmemBytes = std::size_t(scratch) * kWarpsPerBlock;
+  config.stream = stream;
+  cudaLaunchAttribute programmatic{};
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &programmatic;
+  config.numAttrs = blocks <= current_device().sm_count ? 1 : 0;
+  CODA_CUDA_CHECK(cudaLaunchKernelEx(&config, router_detail::select_experts<PerLane>, a, scratch));
 }
 
 }  // namespace

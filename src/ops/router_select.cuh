@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
+#include "coda/core/host_device.hpp"
 #include "coda/epilogue/math.hpp"
 #include "coda/epilogue/monoids.hpp"
 #include "coda/ops/router.hpp"
+#include "coda/sm90/grid_dependency.cuh"
 #include "router_candidates.hpp"
 
 namespace coda::ops::router_detail {
@@ -86,6 +89,19 @@ __device__ __forceinline__ float value_of_code(uint32_t c) {
   return __uint_as_float((c & 0x80000000u) ? (c & 0x7fffffffu) : ~c);
 }
 
+// The largest of a lane's codes, as a tree (depth log2 N, not a chain of N).
+template <int N>
+__device__ __forceinline__ uint32_t largest(const uint32_t (&code)[N]) {
+  uint32_t t[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) t[i] = code[i];
+#pragma unroll
+  for (int stride = 1; stride < N; stride *= 2)
+#pragma unroll
+    for (int i = 0; i + stride < N; i += 2 * stride) t[i] = max(t[i], t[i + stride]);
+  return t[0];
+}
+
 // The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
 struct Best {
   float value;
@@ -106,13 +122,20 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// A warp's shared memory: the filled slots' experts, then what grouped selection through shared
+// memory needs (groups that are not whole 32-expert columns); a kernel that runs no such selection
+// gives each warp only kSlotScratchBytes (select_experts), so that more warps fit an SM.
 struct WarpScratch {
-  float value[kRouterMaxExperts];  // grouped selection only: the row's selection scores, by expert,
-  int32_t live[kRouterMaxExperts]; // whether selectable (not NaN)
+  int32_t chosen[kRouterMaxK];
+  float value[kRouterMaxExperts];  // the row's selection scores by expert, NaN where not selectable
   float group_score[kMaxGroups];
   int32_t group_kept[kMaxGroups];
-  int32_t chosen[kRouterMaxK];     // the filled slots' experts
 };
+inline constexpr std::size_t kSlotScratchBytes = sizeof(int32_t) * kRouterMaxK;
+static_assert(offsetof(WarpScratch, chosen) == 0 && offsetof(WarpScratch, value) == kSlotScratchBytes);
+
+/// Whether selection with these options reads WarpScratch past `chosen`.
+CODA_HD bool groups_in_shared_memory(int experts, int n_group) { return n_group > 1 && (experts / n_group) % 32 != 0; }
 
 // Top two of a multiset, -inf where missing: (first >= second).
 struct TopTwo {
@@ -170,6 +193,10 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
 template <int kPerLane>
 __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
   const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
+  // Renormalized, topk_softmax's weights are the softmax over the k selected, where the
+  // log-sum-exp of all E cancels: softmax_topk's formula, without the log-sum-exp.
+  const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
+  const bool needs_lse = a.mode == RoutingMode::topk_softmax && !a.renormalize;
 
   // 1. The token's candidates in registers: (selection score, expert), bit i of `live` set for a
   // selectable one (not NaN). Indices are constants after unrolling: no local memory.
@@ -188,7 +215,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
       id[i] = e;
       if (value[i] == value[i]) live |= 1u << i;
     }
-    if (a.mode == RoutingMode::topk_softmax) {  // over the non-NaN scores (value holds s here)
+    if (needs_lse) {  // over the non-NaN scores (value holds s here)
       float scores[kPerLane];
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) scores[i] = (live >> i & 1u) ? value[i] : -INFINITY;
@@ -214,7 +241,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
       id[0] = __float_as_int(slot[kCandidates + j]);
       if (id[0] >= 0) live = 1u;
     }
-    if (a.mode == RoutingMode::topk_softmax) {  // the parts' lse in order, on every lane alike
+    if (needs_lse) {  // the parts' lse in order, on every lane alike
       epilogue::LogSumExp::State all = epilogue::LogSumExp::identity();
       for (int part = 0; part < a.parts; ++part)
         all = epilogue::LogSumExp::combine(all, {a.lse_parts[m * a.parts + part], 1.0f});
@@ -224,23 +251,18 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
 
   // 2. Grouped selection (scores only: every expert of a group): a group scores its two best; the
   // topk_group best groups are kept, every other expert leaves `live`.
-  if (a.n_group > 1 && (a.experts / a.n_group) % 32 == 0) {
-    keep_best_groups_in_registers<kPerLane>(a, value, live);
-  } else if (a.n_group > 1) {  // groups across lanes: through shared memory
+  if (groups_in_shared_memory(a.experts, a.n_group)) {  // groups across lanes
     const int group_size = a.experts / a.n_group;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i)
-      if (id[i] < a.experts) {
-        s.value[id[i]] = value[i];
-        s.live[id[i]] = live >> i & 1u;
-      }
+      if (id[i] < a.experts) s.value[id[i]] = value[i];  // NaN exactly where not live (step 1)
     __syncwarp();
     for (int g = lane; g < a.n_group; g += 32) {
       float first = -INFINITY, second = -INFINITY;
       int selectable = 0;
       for (int e = g * group_size; e < (g + 1) * group_size; ++e) {
-        if (!s.live[e]) continue;
         const float v = s.value[e];
+        if (v != v) continue;
         ++selectable;
         second = v > first ? first : fmaxf(second, v);
         first = fmaxf(first, v);
@@ -261,40 +283,54 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i)
       if (id[i] < a.experts && !s.group_kept[id[i] / group_size]) live &= ~(1u << i);
+  } else if (a.n_group > 1) {
+    keep_best_groups_in_registers<kPerLane>(a, value, live);
   }
 
   // 3. k rounds of the warp's best remaining candidate; lane j keeps slot j. A round is two warp
   // reductions (redux.sync): the largest value as an order-preserving code, then the lowest id
   // holding it (ties to the lower id). A 5-step butterfly on (value, id) pairs, its dependent
   // shuffles, measured 10.3 against 6.8 us for the decode router at E = 256 (docs/performance.md).
+  // Code 0 marks an entry out of the running (not selectable, or taken), so a lane's best is a
+  // tree of maxima, and the entries holding the best are a bit mask whose lowest bit is the lowest
+  // id (on the scores path a lane's ids rise with the entry): no dependent chain over the entries.
   uint32_t code[kPerLane];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) code[i] = ordered_code(value[i]);
+  for (int i = 0; i < kPerLane; ++i) code[i] = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
   float my_value = 0.0f;
   int32_t my_id = -1;
   for (int slot = 0; slot < a.k; ++slot) {
-    uint32_t best = 0;  // no selectable entry
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (live >> i & 1u) best = max(best, code[i]);
-    best = __reduce_max_sync(0xffffffffu, best);
+    const uint32_t best = __reduce_max_sync(0xffffffffu, largest(code));
     if (best == 0) break;  // nothing selectable is left (uniform across the warp)
-    uint32_t lowest = 0xffffffffu;
+    uint32_t holding = 0;  // bit i: entry i holds the best
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if ((live >> i & 1u) && code[i] == best) lowest = min(lowest, uint32_t(id[i]));
-    const int32_t chosen = int32_t(__reduce_min_sync(0xffffffffu, lowest));
-    if (lane == slot) {
-      my_value = value_of_code(best);
-      my_id = chosen;
-    }
-    if (a.scores) {  // expert e sits in lane e % 32, entry e / 32
-      if (lane == chosen % 32) live &= ~(1u << (chosen / 32));
+    for (int i = 0; i < kPerLane; ++i) holding |= uint32_t(code[i] == best) << i;
+    const int first = __ffs(int(holding)) - 1;  // -1: none
+    uint32_t lowest = 0xffffffffu;
+    if (a.scores) {
+      if (holding) lowest = uint32_t(lane + 32 * first);
     } else {
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i)
-        if (id[i] == chosen) live &= ~(1u << i);  // the one lane holding it
+        if (holding >> i & 1u) lowest = min(lowest, uint32_t(id[i]));
     }
+    const uint32_t chosen = __reduce_min_sync(0xffffffffu, lowest);
+    if (lane == slot) {
+      my_value = value_of_code(best);
+      my_id = int32_t(chosen);
+    }
+    // The chosen entry leaves the running: ids are distinct, so one lane holds it, once. Selects,
+    // not branches: a branch on the one lane holding it diverged the warp once per entry, 0.4 us a
+    // round at 16 entries a lane (decode router, E = 512).
+    uint32_t taken = 0;  // bit i: entry i
+    if (a.scores) {
+      taken = lowest == chosen ? 1u << first : 0u;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) taken |= uint32_t(uint32_t(id[i]) == chosen) << i;
+    }
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) code[i] = (taken >> i & 1u) ? 0u : code[i];
   }
 
   // 4. Weights of the filled slots.
@@ -303,14 +339,16 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   if (filled) {
     switch (a.mode) {
       case RoutingMode::softmax_topk: weight = my_value; break;  // exponentiated below
-      case RoutingMode::topk_softmax: weight = expf(my_value - lse); break;
+      case RoutingMode::topk_softmax:
+        weight = renormalized_softmax ? my_value : expf(my_value - lse);
+        break;
       case RoutingMode::sigmoid_bias:  // a candidate carries only p + bias: p is that sum less the bias
         weight = a.scores ? epilogue::sigmoid(a.scores[m * a.scores_ld + my_id])
                           : my_value - (a.expert_bias ? a.expert_bias[my_id] : 0.0f);
         break;
     }
   }
-  if (a.mode == RoutingMode::softmax_topk) {
+  if (a.mode == RoutingMode::softmax_topk || renormalized_softmax) {
     const float top = __shfl_sync(0xffffffffu, my_value, 0);  // slot 0 holds the largest
     weight = filled ? expf(my_value - top) : 0.0f;
     weight /= warp_sum(weight);
@@ -342,13 +380,19 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   return my_id;
 }
 
+/// One warp per token; `scratch_bytes` of dynamic shared memory a warp: sizeof(WarpScratch) where
+/// groups_in_shared_memory, else kSlotScratchBytes. The selection is a chain of dependent warp
+/// reductions, so resident warps are what hides it: 48 an SM (40 registers, no spills) up to 8 per
+/// lane, 24 at 16 (80 registers). At 6 KB a warp, the scratch alone had capped an SM at 32.
 template <int kPerLane>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) select_experts(SelectArgs a) {
-  __shared__ WarpScratch scratch_of[kWarpsPerBlock];
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kPerLane < 16 ? 12 : 6)
+    select_experts(SelectArgs a, int scratch_bytes) {
+  extern __shared__ __align__(16) unsigned char scratch_of[];
+  sm90::wait_for_prerequisite_grids();  // the scores or candidates (a programmatic launch)
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int64_t m = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
   if (m >= a.rows) return;  // the whole warp
-  select_token<kPerLane>(a, m, scratch_of[warp], lane);
+  select_token<kPerLane>(a, m, *reinterpret_cast<WarpScratch*>(scratch_of + warp * scratch_bytes), lane);
 }
 
 }  // namespace coda::ops::router_detail

@@ -166,7 +166,10 @@ TEST(RouterValidation, CAbi) {
   EXPECT_EQ(coda_router_workspace_bytes(&ok.x, &ok.w, &ok.options, nullptr, &bytes), CODA_OK) << coda_last_error();
   Arguments fused;
   fused.options.fused_selection = true;
+  fused.options.renormalize = true;  // as ok.options: renormalized, the program keeps no log-sum-exp
   EXPECT_EQ(bytes, ops::router_workspace_bytes(fused.x, fused.w, fused.options));
+  fused.options.renormalize = false;
+  EXPECT_GT(ops::router_workspace_bytes(fused.x, fused.w, fused.options), bytes);
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ def _route(x, w, k, mode, renormalize, expert_bias, n_group, topk_group, routed_
                               L.ctypes.addressof(bias) if bias is not None else None, n_group, topk_group,
                               routed_scaling_factor, 0)
     xv, wv = L.view("x", x), L.view("w", w)
-    bytes_ = L.cached_size(("route", x.shape, w.shape, k, mode, n_group), L.lib.coda_router_workspace_bytes, xv, wv,
-                           L.ctypes.byref(options), None)
+    bytes_ = L.cached_size(("route", x.shape, w.shape, k, mode, bool(renormalize), n_group),
+                           L.lib.coda_router_workspace_bytes, xv, wv, L.ctypes.byref(options), None)
     with L.on_device(x.device):
         ws = L.workspace(bytes_, x.device)
         L.call(L.lib.coda_gemm_router, xv, wv, L.view("weights", weights), L.view("ids", ids),
