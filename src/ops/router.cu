@@ -53,7 +53,7 @@ struct Workspace {
     if (program) {
       const int64_t parts = epilogue::parts_along(experts);
       candidates = carve.matrix(DType::f32, m, parts * 2 * router_detail::kCandidates);
-      if (o.mode == RoutingMode::topk_softmax && !o.renormalize) lse = carve.matrix(DType::f32, m, parts);
+      if (router_detail::needs_log_sum_exp(o.mode, o.renormalize)) lse = carve.matrix(DType::f32, m, parts);
     } else if (decode) {
       scores = o.scores;  // empty unless asked for
       splits = router_detail::decode_splits(experts, x.cols());

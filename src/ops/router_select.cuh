@@ -137,6 +137,13 @@ static_assert(offsetof(WarpScratch, chosen) == 0 && offsetof(WarpScratch, value)
 /// Whether selection with these options reads WarpScratch past `chosen`.
 CODA_HD bool groups_in_shared_memory(int experts, int n_group) { return n_group > 1 && (experts / n_group) % 32 != 0; }
 
+/// Whether the weights need the log-sum-exp of all E scores (the fused program's lse partials):
+/// topk_softmax unless renormalized, where it cancels (the weights are the softmax over the k
+/// selected, softmax_topk's formula).
+CODA_HD bool needs_log_sum_exp(RoutingMode mode, bool renormalize) {
+  return mode == RoutingMode::topk_softmax && !renormalize;
+}
+
 // Top two of a multiset, -inf where missing: (first >= second).
 struct TopTwo {
   float first, second;
@@ -193,10 +200,8 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
 template <int kPerLane>
 __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
   const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
-  // Renormalized, topk_softmax's weights are the softmax over the k selected, where the
-  // log-sum-exp of all E cancels: softmax_topk's formula, without the log-sum-exp.
   const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
-  const bool needs_lse = a.mode == RoutingMode::topk_softmax && !a.renormalize;
+  const bool needs_lse = needs_log_sum_exp(a.mode, a.renormalize);
 
   // 1. The token's candidates in registers: (selection score, expert), bit i of `live` set for a
   // selectable one (not NaN). Indices are constants after unrolling: no local memory.
