@@ -388,7 +388,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
 /// One warp per token; `scratch_bytes` of dynamic shared memory a warp: sizeof(WarpScratch) where
 /// groups_in_shared_memory, else kSlotScratchBytes. The selection is a chain of dependent warp
 /// reductions, so resident warps are what hides it: 48 an SM (40 registers, no spills) up to 8 per
-/// lane, 24 at 16 (80 registers). At 6 KB a warp, the scratch alone had capped an SM at 32.
+/// lane, 24 at 16 (80 registers). The whole WarpScratch, 6 KB a warp, would cap an SM at 32.
 template <int kPerLane>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kPerLane < 16 ? 12 : 6)
     select_experts(SelectArgs a, int scratch_bytes) {
