@@ -125,7 +125,10 @@ __device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* 
   }
 }
 
-template <class Element, int kTokenTiles, int kPerLane>
+// kGrouped: grouped selection (n_group > 1), whose first half the CTA runs before its warp selects;
+// a kernel of its own, so that the ungrouped ones keep their registers and schedule (the CTA's
+// group code in them cost M = 16 0.6-0.9 us, docs/performance.md).
+template <class Element, int kTokenTiles, int kPerLane, bool kGrouped>
 __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, SelectArgs a) {
   __shared__ float reduce[kWarps * kTileExperts * 8 * kTokenTiles];
   __shared__ float row[kRouterMaxExperts];  // the token's scores, where the selection reads them
@@ -139,6 +142,7 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   SelectArgs select = a;
   select.scores = row;
   select.scores_ld = 0;  // select_token reads row m at scores + m * ld: always `row`
+  if constexpr (kGrouped) select.n_group = select.topk_group = 1;  // the CTA keeps the groups
   for (int64_t m = blockIdx.x; m < a.rows; m += gridDim.x) {
     for (int e = int(threadIdx.x); e < a.experts; e += kThreads) {
       // Split order, kSplitsAtOnce loads in flight (one L2 round trip each, not one per split).
@@ -157,6 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
       if (scores_out) scores_out[m * a.scores_ld + e] = sum;
     }
     __syncthreads();
+    if constexpr (kGrouped) keep_best_groups_in_block<kThreads>(a, row, scratch, int(threadIdx.x));
     if (threadIdx.x < 32) {
       const int32_t id = select_token<kPerLane>(select, m, scratch, int(threadIdx.x));
       if (d.counts && id >= 0) atomicAdd(&d.counts[id], 1);  // integers: exact in any order
@@ -165,9 +170,9 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   }
 }
 
-template <class Element, int kTokenTiles, int kPerLane>
+template <class Element, int kTokenTiles, int kPerLane, bool kGrouped>
 void launch(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
-  auto* kernel = &route_decode<Element, kTokenTiles, kPerLane>;
+  auto* kernel = &route_decode<Element, kTokenTiles, kPerLane, kGrouped>;
   static PerDevice<int> resident;  // CTAs of this kernel an SM holds at once
   const int per_sm = resident.get([&](int) {
     int blocks = 0;
@@ -193,8 +198,12 @@ void launch(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
 template <class Element>
 void launch_for_tokens(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
   with_per_lane(a.experts, [&]<int kPerLane>() {
-    if (a.rows <= 8) launch<Element, 1, kPerLane>(d, a, stream);
-    else launch<Element, 2, kPerLane>(d, a, stream);
+    auto for_groups = [&]<int kTokenTiles>() {
+      if (a.n_group > 1) launch<Element, kTokenTiles, kPerLane, true>(d, a, stream);
+      else launch<Element, kTokenTiles, kPerLane, false>(d, a, stream);
+    };
+    if (a.rows <= 8) for_groups.template operator()<1>();
+    else for_groups.template operator()<2>();
   });
 }
 

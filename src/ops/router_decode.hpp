@@ -9,7 +9,7 @@
 //      from global memory); the warps' sums added in a fixed order to the split's partials (f32).
 //   2. grid.sync(), then CTA b takes tokens b, b + grid, ...: its scores are the splits' partials
 //      added in split order (into shared memory), then one warp selects (router_select.cuh) and
-//      counts the slots.
+//      counts the slots; grouped selection first keeps the groups with the whole CTA.
 //
 // Same inputs, same bits: every sum runs in an order fixed by the shape alone; the only atomics are
 // the integer slot counts.

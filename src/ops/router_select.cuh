@@ -196,6 +196,46 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
     if (!(kept >> (i / per_group) & 1u)) live &= ~(1u << i);
 }
 
+// Grouped selection's first half, by a whole CTA of kThreads threads (thread t; every thread must
+// call) on one token's scores `row` (shared memory): keeps the topk_group groups whose two best
+// selection scores sum highest, ties to the lower group (the warp's rules above), and turns every
+// other group's scores into NaN, which select_token never selects: it then runs with n_group 1.
+// A group's lanes merge their top two in one butterfly, every group at once, and a group's place is
+// the number of groups ranking before it; one warp's version is a butterfly per group in turn
+// (decode router, DeepSeek-V3's 8 groups at M = 1: 9.4 -> 7.6 us, docs/performance.md). `s`: scratch.
+template <int kThreads>
+__device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpScratch& s, int t) {
+  static_assert(kThreads % 32 == 0 && kMaxGroups <= kThreads, "whole warps; a thread per group ranks them");
+  for (int e = t; e < a.experts; e += kThreads)  // sigmoid_bias: NaN where not selectable
+    s.value[e] = epilogue::sigmoid(row[e]) + (a.expert_bias ? a.expert_bias[e] : 0.0f);
+  __syncthreads();
+  const int group_size = a.experts / a.n_group;
+  int lanes = 32;  // threads a group: a power of two, so a group's lanes are one aligned run
+  while (lanes > 1 && lanes * a.n_group > kThreads) lanes /= 2;
+  const int g = t / lanes;
+  TopTwo run{-INFINITY, -INFINITY, 0};
+  if (g < a.n_group)
+    for (int e = g * group_size + t % lanes; e < (g + 1) * group_size; e += lanes) {
+      const float v = s.value[e];
+      if (v == v) run = merge(run, {v, -INFINITY, 1});
+    }
+  for (int mask = lanes / 2; mask >= 1; mask /= 2)
+    run = merge(run, {__shfl_xor_sync(0xffffffffu, run.first, mask), __shfl_xor_sync(0xffffffffu, run.second, mask),
+                      __shfl_xor_sync(0xffffffffu, run.count, mask)});
+  if (g < a.n_group && t % lanes == 0) s.group_score[g] = run.count >= 2 ? run.first + run.second : -INFINITY;
+  __syncthreads();
+  if (t < a.n_group) {
+    const float mine = s.group_score[t];
+    int before = 0;
+    for (int h = 0; h < a.n_group; ++h) before += int(ranks_before(s.group_score[h], h, mine, t));
+    s.group_kept[t] = before < a.topk_group;
+  }
+  __syncthreads();
+  for (int e = t; e < a.experts; e += kThreads)
+    if (!s.group_kept[e / group_size]) row[e] = NAN;
+  __syncthreads();
+}
+
 // Token m's k slots, by one warp: lane j < k writes slot j and returns its expert (-1 on lanes >= k).
 template <int kPerLane>
 __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {

@@ -336,6 +336,13 @@ TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
     for (int64_t m : {1, 16}) expect_routes_like_the_reference({m, experts, 4104, RoutingMode::topk_softmax, 8, true});
   expect_routes_like_the_reference({3, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
   expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
+  // Groups of two and of sixteen experts (several groups a warp in the CTA's group stage), NaN rows,
+  // every k up to 32 from two groups of 256.
+  Case pairs{5, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3};
+  pairs.nan_rows = {1};
+  expect_routes_like_the_reference(pairs);
+  expect_routes_like_the_reference({12, 160, 256, RoutingMode::sigmoid_bias, 6, false, true, 10, 10});
+  expect_routes_like_the_reference({2, 512, 256, RoutingMode::sigmoid_bias, 32, false, true, 2, 1});
   Case f16{5, 160, 264, RoutingMode::topk_softmax, 8, true};
   f16.input = DType::f16;
   f16.nan_rows = {2};
