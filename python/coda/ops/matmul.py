@@ -135,7 +135,8 @@ class _Plan:
         handle = L.ctypes.c_void_p()
         L.call(L.lib.coda_gemm_prepare, args[0], a_major, args[1], b_major, args[2], self.workspace_bytes,
                L.ctypes.byref(handle), None)
-        self.handle, self.run, self._destroy = handle.value, L.lib.coda_gemm_prepared_run, L.lib.coda_gemm_prepared_destroy
+        run, destroy = L.lib.coda_gemm_prepared_run, L.lib.coda_gemm_prepared_destroy
+        self.handle, self.run, self._destroy = handle.value, run, destroy
 
     def __del__(self):
         self._destroy(self.handle)
