@@ -153,6 +153,8 @@ __device__ __forceinline__ TopTwo merge(TopTwo a, TopTwo b) {
   return {fmaxf(a.first, b.first), a.first >= b.first ? fmaxf(a.second, b.first) : fmaxf(a.first, b.second),
           a.count + b.count};
 }
+// A group's score: the sum of its two best selection scores, -inf with fewer than two selectable.
+__device__ __forceinline__ float group_score(TopTwo t) { return t.count >= 2 ? t.first + t.second : -INFINITY; }
 
 // Step 2 of select_token where a group is a whole number of 32-expert columns (DeepSeek-V3's 8 groups
 // of 32): group g is entries [g r, (g + 1) r) of every lane, r = group size / 32, so each lane takes
@@ -176,7 +178,7 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
     for (int mask = 16; mask >= 1; mask /= 2)
       run = merge(run, {__shfl_xor_sync(0xffffffffu, run.first, mask), __shfl_xor_sync(0xffffffffu, run.second, mask),
                         __shfl_xor_sync(0xffffffffu, run.count, mask)});
-    score[i] = run.count >= 2 ? run.first + run.second : -INFINITY;
+    score[i] = group_score(run);
     run = {-INFINITY, -INFINITY, 0};
   }
   uint32_t kept = 0;  // bit g: group g kept
@@ -222,7 +224,7 @@ __device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpS
   for (int mask = lanes / 2; mask >= 1; mask /= 2)
     run = merge(run, {__shfl_xor_sync(0xffffffffu, run.first, mask), __shfl_xor_sync(0xffffffffu, run.second, mask),
                       __shfl_xor_sync(0xffffffffu, run.count, mask)});
-  if (g < a.n_group && t % lanes == 0) s.group_score[g] = run.count >= 2 ? run.first + run.second : -INFINITY;
+  if (g < a.n_group && t % lanes == 0) s.group_score[g] = group_score(run);
   __syncthreads();
   if (t < a.n_group) {
     const float mine = s.group_score[t];
@@ -312,7 +314,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
         second = v > first ? first : fmaxf(second, v);
         first = fmaxf(first, v);
       }
-      s.group_score[g] = selectable >= 2 ? first + second : -INFINITY;
+      s.group_score[g] = group_score({first, second, selectable});
       s.group_kept[g] = 0;
     }
     __syncwarp();

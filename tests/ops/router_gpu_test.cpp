@@ -337,7 +337,7 @@ TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
   expect_routes_like_the_reference({3, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
   expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
   // Groups of two and of sixteen experts (several groups a warp in the CTA's group stage), NaN rows,
-  // every k up to 32 from two groups of 256.
+  // k = 32 from two groups of 256.
   Case pairs{5, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3};
   pairs.nan_rows = {1};
   expect_routes_like_the_reference(pairs);
