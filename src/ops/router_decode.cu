@@ -24,8 +24,9 @@ struct DecodeArgs {
   const void* w;
   int64_t x_ld, w_ld;
   int32_t k_dim, chunks, splits, expert_tiles;
-  float* partials;  // splits x M x E
-  int32_t* counts;  // E, or null
+  int32_t chunks_per_split, longer_splits;  // chunks / splits, chunks % splits (the first ones take one more)
+  float* partials;                          // splits x M x E
+  int32_t* counts;                          // E, or null
 };
 
 // 16 bytes of a row at column `col`, or zeros past its end (rows are 16-byte aligned and K is a
@@ -72,31 +73,41 @@ template <class Element, int kTokenTiles>
 __device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* reduce) {
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
-  const int tile = int(blockIdx.x) % d.expert_tiles, split = int(blockIdx.x) / d.expert_tiles;
-  const int chunk_begin = int(int64_t(d.chunks) * split / d.splits);
-  const int chunk_end = int(int64_t(d.chunks) * (split + 1) / d.splits);
+  const int tile = int(blockIdx.x), split = int(blockIdx.y);  // no division: a 2-D grid
+  const int chunk_begin = split * d.chunks_per_split + min(split, d.longer_splits);
+  const int chunk_end = chunk_begin + d.chunks_per_split + int(split < d.longer_splits);
   const int e0 = tile * kTileExperts + g, e1 = e0 + 8;
-  const auto* w = static_cast<const uint16_t*>(d.w);
-  const auto* x = static_cast<const uint16_t*>(d.x);
-  const uint16_t* w0 = w + int64_t(std::min(e0, a.experts - 1)) * d.w_ld;
-  const uint16_t* w1 = w + int64_t(std::min(e1, a.experts - 1)) * d.w_ld;
+  // A lane's row pointers at its first column; each load adds a constant (u kWarps kChunk elements),
+  // so that its address is a register plus an immediate, not rebuilt from the parameters.
+  const int32_t col0 = (chunk_begin + warp) * kChunk + 8 * c;
+  const uint16_t* w0 = static_cast<const uint16_t*>(d.w) + int64_t(min(e0, a.experts - 1)) * d.w_ld + col0;
+  const uint16_t* w1 = static_cast<const uint16_t*>(d.w) + int64_t(min(e1, a.experts - 1)) * d.w_ld + col0;
+  const bool w0_inside = e0 < a.experts, w1_inside = e1 < a.experts;
   const uint16_t* xs[kTokenTiles];
+  bool x_inside[kTokenTiles];
 #pragma unroll
-  for (int t = 0; t < kTokenTiles; ++t) xs[t] = x + std::min<int64_t>(t * 8 + g, a.rows - 1) * d.x_ld;
+  for (int t = 0; t < kTokenTiles; ++t) {
+    xs[t] = static_cast<const uint16_t*>(d.x) + std::min<int64_t>(t * 8 + g, a.rows - 1) * d.x_ld + col0;
+    x_inside[t] = t * 8 + g < a.rows;
+  }
 
   float acc[kTokenTiles][4] = {};
-  for (int first = chunk_begin + warp; first < chunk_end; first += kWarps * kChunksInFlight) {
+  constexpr int kStep = kWarps * kChunk;  // elements from one of a warp's chunks to its next
+  for (int first = chunk_begin + warp, col = col0; first < chunk_end;
+       first += kWarps * kChunksInFlight, col += kChunksInFlight * kStep) {
     uint4 lo[kChunksInFlight], hi[kChunksInFlight], tok[kChunksInFlight][kTokenTiles];
 #pragma unroll
     for (int u = 0; u < kChunksInFlight; ++u) {
-      const int chunk = first + u * kWarps;
-      const int32_t col = chunk * kChunk + 8 * c;
-      const bool inside = chunk < chunk_end && col < d.k_dim;
-      lo[u] = load_weight(w0, col, inside && e0 < a.experts);
-      hi[u] = load_weight(w1, col, inside && e1 < a.experts);
+      const bool inside = first + u * kWarps < chunk_end && col + u * kStep < d.k_dim;
+      lo[u] = load_weight(w0, u * kStep, inside && w0_inside);
+      hi[u] = load_weight(w1, u * kStep, inside && w1_inside);
 #pragma unroll
-      for (int t = 0; t < kTokenTiles; ++t) tok[u][t] = load_tokens(xs[t], col, inside && t * 8 + g < a.rows);
+      for (int t = 0; t < kTokenTiles; ++t) tok[u][t] = load_tokens(xs[t], u * kStep, inside && x_inside[t]);
     }
+    w0 += kChunksInFlight * kStep;
+    w1 += kChunksInFlight * kStep;
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t) xs[t] += kChunksInFlight * kStep;
 #pragma unroll
     for (int u = 0; u < kChunksInFlight; ++u)
 #pragma unroll
@@ -133,7 +144,8 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   __shared__ float reduce[kWarps * kTileExperts * 8 * kTokenTiles];
   __shared__ float row[kRouterMaxExperts];  // the token's scores, where the selection reads them
   __shared__ WarpScratch scratch;
-  if (d.counts && blockIdx.x == 0)
+  const int block = int(blockIdx.y * gridDim.x + blockIdx.x), blocks = int(gridDim.x * gridDim.y);
+  if (d.counts && block == 0)
     for (int e = int(threadIdx.x); e < a.experts; e += kThreads) d.counts[e] = 0;
   partial_scores<Element, kTokenTiles>(d, a, reduce);
   cooperative_groups::this_grid().sync();  // every split's partials written and visible
@@ -143,16 +155,20 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   select.scores = row;
   select.scores_ld = 0;  // select_token reads row m at scores + m * ld: always `row`
   if constexpr (kGrouped) select.n_group = select.topk_group = 1;  // the CTA keeps the groups
-  for (int64_t m = blockIdx.x; m < a.rows; m += gridDim.x) {
+  for (int64_t m = block; m < a.rows; m += blocks) {
+    const int64_t split_stride = a.rows * a.experts;
     for (int e = int(threadIdx.x); e < a.experts; e += kThreads) {
-      // Split order, kSplitsAtOnce loads in flight (one L2 round trip each, not one per split).
+      // Split order, kSplitsAtOnce loads in flight (one L2 round trip each, not one per split). The
+      // loads are unconditional (a split past the last reads the last again) from one pointer and a
+      // stride in registers: loads behind their own conditions, addresses rebuilt from the
+      // parameters, were issued one after another in some of these kernels (cuobjdump -sass).
+      const float* partial = d.partials + m * a.experts + e;
       float sum = 0.0f;
-      for (int first = 0; first < d.splits; first += kSplitsAtOnce) {
+      for (int first = 0; first < d.splits; first += kSplitsAtOnce, partial += kSplitsAtOnce * split_stride) {
         float part[kSplitsAtOnce];
 #pragma unroll
         for (int j = 0; j < kSplitsAtOnce; ++j)
-          part[j] =
-              first + j < d.splits ? __ldcg(&d.partials[(int64_t(first + j) * a.rows + m) * a.experts + e]) : 0.0f;
+          part[j] = __ldcg(partial + std::min(j, d.splits - 1 - first) * split_stride);
 #pragma unroll
         for (int j = 0; j < kSplitsAtOnce; ++j)
           if (first + j < d.splits) sum = first + j == 0 ? part[j] : sum + part[j];
@@ -163,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
     __syncthreads();
     if constexpr (kGrouped) keep_best_groups_in_block<kThreads>(a, row, scratch, int(threadIdx.x));
     if (threadIdx.x < 32) {
-      const int32_t id = select_token<kPerLane>(select, m, scratch, int(threadIdx.x));
+      const int32_t id = select_token<kPerLane, true>(select, m, scratch, int(threadIdx.x));
       if (d.counts && id >= 0) atomicAdd(&d.counts[id], 1);  // integers: exact in any order
     }
     __syncthreads();
@@ -183,8 +199,10 @@ void launch(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
   // The cooperative grid must be resident at once: fewer splits on a smaller GPU.
   const int most = std::max(1, per_sm * current_device().sm_count / d.expert_tiles);
   args.splits = std::min(d.splits, most);
+  args.chunks_per_split = d.chunks / args.splits;
+  args.longer_splits = d.chunks % args.splits;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(args.expert_tiles * args.splits));
+  config.gridDim = dim3(unsigned(args.expert_tiles), unsigned(args.splits));
   config.blockDim = dim3(kThreads);
   config.stream = stream;
   cudaLaunchAttribute cooperative{};

@@ -3,9 +3,11 @@
 // k (weight, expert) slots. Every step runs in a fixed order: the same bits run after run.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "coda/core/host_device.hpp"
 #include "coda/epilogue/math.hpp"
@@ -44,7 +46,7 @@ void with_per_lane(int candidates, F&& f) {
   }
 }
 
-inline constexpr int kMaxGroups = 256;      // n_group: at least two experts per group
+inline constexpr int kMaxGroups = 256;  // n_group: at least two experts per group
 
 struct SelectArgs {
   // Candidates: either the epilogue's partials (M x parts slots of 2 kCandidates words, and
@@ -89,17 +91,45 @@ __device__ __forceinline__ float value_of_code(uint32_t c) {
   return __uint_as_float((c & 0x80000000u) ? (c & 0x7fffffffu) : ~c);
 }
 
-// The largest of a lane's codes, as a tree (depth log2 N, not a chain of N).
+// Batcher's odd-even merge sort of N keys as its list of compare-exchanges (lower index, higher
+// index): N log2(N)^2 / 4 of them, 19 at N = 8, 63 at N = 16.
 template <int N>
-__device__ __forceinline__ uint32_t largest(const uint32_t (&code)[N]) {
-  uint32_t t[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) t[i] = code[i];
-#pragma unroll
-  for (int stride = 1; stride < N; stride *= 2)
-#pragma unroll
-    for (int i = 0; i + stride < N; i += 2 * stride) t[i] = max(t[i], t[i + stride]);
-  return t[0];
+constexpr int merge_sort_pairs_count() {
+  int count = 0;
+  for (int p = 1; p < N; p *= 2)
+    for (int k = p; k >= 1; k /= 2)
+      for (int j = k % p; j + k < N; j += 2 * k)
+        for (int i = 0; i < k && i + j + k < N; ++i) count += (i + j) / (2 * p) == (i + j + k) / (2 * p);
+  return count;
+}
+template <int N>
+constexpr std::array<std::pair<int, int>, merge_sort_pairs_count<N>()> merge_sort_pairs() {
+  std::array<std::pair<int, int>, merge_sort_pairs_count<N>()> pairs{};
+  int count = 0;
+  for (int p = 1; p < N; p *= 2)
+    for (int k = p; k >= 1; k /= 2)
+      for (int j = k % p; j + k < N; j += 2 * k)
+        for (int i = 0; i < k && i + j + k < N; ++i)
+          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) pairs[count++] = {i + j, i + j + k};
+  return pairs;
+}
+template <int N>
+inline constexpr auto kMergeSortPairs = merge_sort_pairs<N>();
+
+template <int kLow, int kHigh, int N>
+__device__ __forceinline__ void compare_exchange(uint64_t (&key)[N]) {
+  const uint64_t a = key[kLow], b = key[kHigh];
+  key[kLow] = a > b ? a : b;
+  key[kHigh] = a > b ? b : a;
+}
+template <int N, std::size_t... I>
+__device__ __forceinline__ void sort_descending(uint64_t (&key)[N], std::index_sequence<I...>) {
+  (compare_exchange<kMergeSortPairs<N>[I].first, kMergeSortPairs<N>[I].second>(key), ...);
+}
+// Sorts N keys, largest first, with every index a compile-time constant (registers, no local memory).
+template <int N>
+__device__ __forceinline__ void sort_descending(uint64_t (&key)[N]) {
+  sort_descending(key, std::make_index_sequence<kMergeSortPairs<N>.size()>());
 }
 
 // The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
@@ -144,6 +174,12 @@ CODA_HD bool needs_log_sum_exp(RoutingMode mode, bool renormalize) {
   return mode == RoutingMode::topk_softmax && !renormalize;
 }
 
+// sigmoid_bias's selection score of expert e (any e: past E there is no bias): sigmoid(s) + its
+// bias, NaN where s is NaN (never selectable). The bias affects only the selection, not the weight.
+__device__ __forceinline__ float sigmoid_selection_score(const SelectArgs& a, float score, int e) {
+  return epilogue::sigmoid(score) + (a.expert_bias && e < a.experts ? a.expert_bias[e] : 0.0f);
+}
+
 // Top two of a multiset, -inf where missing: (first >= second).
 struct TopTwo {
   float first, second;
@@ -158,28 +194,32 @@ __device__ __forceinline__ float group_score(TopTwo t) { return t.count >= 2 ? t
 
 // Step 2 of select_token where a group is a whole number of 32-expert columns (DeepSeek-V3's 8 groups
 // of 32): group g is entries [g r, (g + 1) r) of every lane, r = group size / 32, so each lane takes
-// its top two of each group, a butterfly merges the lanes' (every lane ends with every group's
-// score), and the topk_group rounds run on every lane alike, without shared memory or shuffles. The
-// same scores and choices as the shared-memory path: a group's two best values are one multiset.
+// the order-preserving codes of its top two of each group (0: none), two warp reductions and a vote
+// give the group's (the largest; then the largest once the lowest lane holding it gives its second
+// instead), and the topk_group rounds run on every lane alike, without shared memory or shuffles.
+// The same scores and choices as the shared-memory path: a group's two best values are one
+// multiset. A butterfly of (first, second, count) shuffles a group measured slower (M = 16384,
+// E = 256, 8 groups: 159.5 against 154.2 us, docs/performance.md).
 template <int kPerLane>
 __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& a, const float (&value)[kPerLane],
-                                                              uint32_t& live) {
+                                                              uint32_t& live, int lane) {
   const int per_group = a.experts / a.n_group / 32;
   float score[kPerLane];  // entry i: the score of the group ending at entry i (others unused)
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) score[i] = -INFINITY;
-  TopTwo run{-INFINITY, -INFINITY, 0};
+  uint32_t first = 0, second = 0;  // this lane's two largest codes of the group so far
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     if (32 * i >= a.experts) break;  // uniform
-    if (live >> i & 1u) run = merge(run, {value[i], -INFINITY, 1});
+    const uint32_t code = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
+    second = max(second, min(first, code));
+    first = max(first, code);
     if ((i + 1) % per_group != 0) continue;  // uniform
-#pragma unroll
-    for (int mask = 16; mask >= 1; mask /= 2)
-      run = merge(run, {__shfl_xor_sync(0xffffffffu, run.first, mask), __shfl_xor_sync(0xffffffffu, run.second, mask),
-                        __shfl_xor_sync(0xffffffffu, run.count, mask)});
-    score[i] = group_score(run);
-    run = {-INFINITY, -INFINITY, 0};
+    const uint32_t top = __reduce_max_sync(0xffffffffu, first);
+    const uint32_t holders = __ballot_sync(0xffffffffu, first == top);
+    const uint32_t next = __reduce_max_sync(0xffffffffu, __ffs(int(holders)) - 1 == lane ? second : first);
+    score[i] = group_score({value_of_code(top), value_of_code(next), int(top != 0) + int(next != 0)});
+    first = second = 0;
   }
   uint32_t kept = 0;  // bit g: group g kept
   for (int round = 0; round < a.topk_group; ++round) {
@@ -209,7 +249,7 @@ template <int kThreads>
 __device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpScratch& s, int t) {
   static_assert(kThreads % 32 == 0 && kMaxGroups <= kThreads, "whole warps; a thread per group ranks them");
   for (int e = t; e < a.experts; e += kThreads)  // sigmoid_bias: NaN where not selectable
-    s.value[e] = epilogue::sigmoid(row[e]) + (a.expert_bias ? a.expert_bias[e] : 0.0f);
+    s.value[e] = sigmoid_selection_score(a, row[e], e);
   __syncthreads();
   const int group_size = a.experts / a.n_group;
   int lanes = 32;  // threads a group: a power of two, so a group's lanes are one aligned run
@@ -239,7 +279,11 @@ __device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpS
 }
 
 // Token m's k slots, by one warp: lane j < k writes slot j and returns its expert (-1 on lanes >= k).
-template <int kPerLane>
+// kLaneOrder (the decode kernel: a row of scores, n_group 1): lane j holds experts j kPerLane ..
+// (j + 1) kPerLane - 1, so that a lower lane holds only lower ids and a round's winner is the
+// lowest lane holding the best code, with no second reduction for ties; otherwise lane j holds
+// j, j + 32, ... (the layout grouped selection in registers needs).
+template <int kPerLane, bool kLaneOrder = false>
 __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
   const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
   const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
@@ -251,14 +295,13 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   int32_t id[kPerLane];
   uint32_t live = 0;
   float lse = 0.0f;
-  if (a.scores) {
+  if (kLaneOrder || a.scores) {
     const float* row = a.scores + m * a.scores_ld;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane + 32 * i;
+      const int e = kLaneOrder ? lane * kPerLane + i : lane + 32 * i;
       const float score = e < a.experts ? row[e] : NAN;
-      value[i] = sigmoid ? epilogue::sigmoid(score) + (a.expert_bias && e < a.experts ? a.expert_bias[e] : 0.0f)
-                         : score;
+      value[i] = sigmoid ? sigmoid_selection_score(a, score, e) : score;
       id[i] = e;
       if (value[i] == value[i]) live |= 1u << i;
     }
@@ -298,7 +341,9 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
 
   // 2. Grouped selection (scores only: every expert of a group): a group scores its two best; the
   // topk_group best groups are kept, every other expert leaves `live`.
-  if (groups_in_shared_memory(a.experts, a.n_group)) {  // groups across lanes
+  if (kLaneOrder) {
+    // the caller has kept the groups (keep_best_groups_in_block)
+  } else if (groups_in_shared_memory(a.experts, a.n_group)) {  // groups across lanes
     const int group_size = a.experts / a.n_group;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i)
@@ -331,53 +376,66 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
     for (int i = 0; i < kPerLane; ++i)
       if (id[i] < a.experts && !s.group_kept[id[i] / group_size]) live &= ~(1u << i);
   } else if (a.n_group > 1) {
-    keep_best_groups_in_registers<kPerLane>(a, value, live);
+    keep_best_groups_in_registers<kPerLane>(a, value, live, lane);
   }
 
-  // 3. k rounds of the warp's best remaining candidate; lane j keeps slot j. A round is two warp
-  // reductions (redux.sync): the largest value as an order-preserving code, then the lowest id
-  // holding it (ties to the lower id). A 5-step butterfly on (value, id) pairs, its dependent
-  // shuffles, measured 10.3 against 6.8 us for the decode router at E = 256 (docs/performance.md).
-  // Code 0 marks an entry out of the running (not selectable, or taken), so a lane's best is a
-  // tree of maxima, and the entries holding the best are a bit mask whose lowest bit is the lowest
-  // id (on the scores path a lane's ids rise with the entry): no dependent chain over the entries.
-  uint32_t code[kPerLane];
+  // 3. k rounds of the warp's best remaining candidate; lane j keeps slot j. A lane's entries
+  // become keys, the order-preserving code of the value above the complement of the id (larger
+  // first, ties to the lower id; code 0: not selectable), sorted once in runs of up to 8, so that
+  // its best is the largest run head. A round is one warp reduction (redux.sync: the largest head
+  // code) and a vote for the lanes holding it, and the lowest of those lanes gives the slot and
+  // shifts that run. Where ids are not in lane order, equal codes on several lanes (rare, uniform)
+  // take a second reduction for the lowest id. With kLaneOrder the rounds neither branch on ties
+  // nor stop early (a round with nothing selectable left fills no slot). Measured on the decode
+  // router (H200, E = 256, k = 8, M = 1, docs/performance.md): the sorted runs against two
+  // reductions and a scan of the lane's entries a round 6.25 -> 5.95-6.02 us, the lane order
+  // 6.06-6.10 -> 5.69-5.72; runs of 8, not one of 16: the 63 compare-exchanges of 16 keys cost more
+  // than the 38 of two runs (E = 384, M = 16384: 196.7 against 187.3 us).
+  constexpr int kRun = kPerLane < 8 ? kPerLane : 8, kRuns = kPerLane / kRun;
+  uint64_t key[kRuns][kRun];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) code[i] = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
+  for (int r = 0; r < kRuns; ++r) {
+#pragma unroll
+    for (int j = 0; j < kRun; ++j) {
+      const int i = r * kRun + j;
+      key[r][j] = uint64_t((live >> i & 1u) ? ordered_code(value[i]) : 0u) << 32 | ~uint32_t(id[i]);
+    }
+    sort_descending(key[r]);
+  }
   float my_value = 0.0f;
   int32_t my_id = -1;
   for (int slot = 0; slot < a.k; ++slot) {
-    const uint32_t best = __reduce_max_sync(0xffffffffu, largest(code));
-    if (best == 0) break;  // nothing selectable is left (uniform across the warp)
-    uint32_t holding = 0;  // bit i: entry i holds the best
+    uint64_t top = key[0][0];
+    int from = 0;  // the run holding `top`
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) holding |= uint32_t(code[i] == best) << i;
-    const int first = __ffs(int(holding)) - 1;  // -1: none
-    uint32_t lowest = 0xffffffffu;
-    if (a.scores) {
-      if (holding) lowest = uint32_t(lane + 32 * first);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i)
-        if (holding >> i & 1u) lowest = min(lowest, uint32_t(id[i]));
+    for (int r = 1; r < kRuns; ++r)
+      if (key[r][0] > top) top = key[r][0], from = r;
+    const uint32_t head = uint32_t(top >> 32), head_tag = uint32_t(top);
+    const uint32_t best = __reduce_max_sync(0xffffffffu, head);
+    if (!kLaneOrder && best == 0) break;  // nothing selectable is left (uniform across the warp)
+    const uint32_t holders = __ballot_sync(0xffffffffu, head == best);
+    uint32_t tag;  // the chosen id's complement
+    bool taken;
+    if (kLaneOrder || !(holders & (holders - 1))) {  // the lowest lane holding it holds the lowest id
+      const int winner = __ffs(int(holders)) - 1;
+      tag = __shfl_sync(0xffffffffu, head_tag, winner);
+      taken = lane == winner;  // with best 0 (nothing selectable left) lane 0 drops an empty key
+    } else {                   // equal codes on several lanes, ids not in lane order: the lowest id
+      tag = __reduce_max_sync(0xffffffffu, head == best ? head_tag : 0u);
+      taken = head == best && head_tag == tag;
     }
-    const uint32_t chosen = __reduce_min_sync(0xffffffffu, lowest);
-    if (lane == slot) {
+    if (lane == slot && best != 0) {
       my_value = value_of_code(best);
-      my_id = int32_t(chosen);
+      my_id = int32_t(~tag);
     }
-    // The chosen entry leaves the running: ids are distinct, so one lane holds it, once. Selects,
-    // not branches: a branch on the one lane holding it diverged the warp once per entry, 0.4 us a
-    // round at 16 entries a lane (decode router, E = 512).
-    uint32_t taken = 0;  // bit i: entry i
-    if (a.scores) {
-      taken = lowest == chosen ? 1u << first : 0u;
-    } else {
+    // Selects, not a branch on the one lane: the warp stays converged (a branch there diverged it
+    // once a round, 0.4 us a round at 16 entries a lane: decode router, E = 512).
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) taken |= uint32_t(uint32_t(id[i]) == chosen) << i;
+    for (int r = 0; r < kRuns; ++r) {
+      const bool shift = taken && from == r;
+#pragma unroll
+      for (int j = 0; j < kRun; ++j) key[r][j] = shift ? (j + 1 < kRun ? key[r][j + 1] : 0u) : key[r][j];
     }
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) code[i] = (taken >> i & 1u) ? 0u : code[i];
   }
 
   // 4. Weights of the filled slots.
@@ -385,7 +443,9 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   float weight = 0.0f;
   if (filled) {
     switch (a.mode) {
-      case RoutingMode::softmax_topk: weight = my_value; break;  // exponentiated below
+      case RoutingMode::softmax_topk:
+        weight = my_value;
+        break;  // exponentiated below
       case RoutingMode::topk_softmax:
         weight = renormalized_softmax ? my_value : expf(my_value - lse);
         break;
