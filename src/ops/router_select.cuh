@@ -92,29 +92,24 @@ __device__ __forceinline__ float value_of_code(uint32_t c) {
 }
 
 // Batcher's odd-even merge sort of N keys as its list of compare-exchanges (lower index, higher
-// index): N log2(N)^2 / 4 of them, 19 at N = 8, 63 at N = 16.
+// index): N log2(N)^2 / 4 of them, 19 at N = 8, 63 at N = 16; `pairs` has room for more.
 template <int N>
-constexpr int merge_sort_pairs_count() {
-  int count = 0;
-  for (int p = 1; p < N; p *= 2)
-    for (int k = p; k >= 1; k /= 2)
-      for (int j = k % p; j + k < N; j += 2 * k)
-        for (int i = 0; i < k && i + j + k < N; ++i) count += (i + j) / (2 * p) == (i + j + k) / (2 * p);
-  return count;
-}
+struct SortNetwork {
+  std::array<std::pair<int, int>, N * N> pairs{};
+  int size = 0;
+};
 template <int N>
-constexpr std::array<std::pair<int, int>, merge_sort_pairs_count<N>()> merge_sort_pairs() {
-  std::array<std::pair<int, int>, merge_sort_pairs_count<N>()> pairs{};
-  int count = 0;
+constexpr SortNetwork<N> merge_sort_network() {
+  SortNetwork<N> network;
   for (int p = 1; p < N; p *= 2)
     for (int k = p; k >= 1; k /= 2)
       for (int j = k % p; j + k < N; j += 2 * k)
         for (int i = 0; i < k && i + j + k < N; ++i)
-          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) pairs[count++] = {i + j, i + j + k};
-  return pairs;
+          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) network.pairs[network.size++] = {i + j, i + j + k};
+  return network;
 }
 template <int N>
-inline constexpr auto kMergeSortPairs = merge_sort_pairs<N>();
+inline constexpr SortNetwork<N> kMergeSortNetwork = merge_sort_network<N>();
 
 template <int kLow, int kHigh, int N>
 __device__ __forceinline__ void compare_exchange(uint64_t (&key)[N]) {
@@ -124,12 +119,12 @@ __device__ __forceinline__ void compare_exchange(uint64_t (&key)[N]) {
 }
 template <int N, std::size_t... I>
 __device__ __forceinline__ void sort_descending(uint64_t (&key)[N], std::index_sequence<I...>) {
-  (compare_exchange<kMergeSortPairs<N>[I].first, kMergeSortPairs<N>[I].second>(key), ...);
+  (compare_exchange<kMergeSortNetwork<N>.pairs[I].first, kMergeSortNetwork<N>.pairs[I].second>(key), ...);
 }
 // Sorts N keys, largest first, with every index a compile-time constant (registers, no local memory).
 template <int N>
 __device__ __forceinline__ void sort_descending(uint64_t (&key)[N]) {
-  sort_descending(key, std::make_index_sequence<kMergeSortPairs<N>.size()>());
+  sort_descending(key, std::make_index_sequence<kMergeSortNetwork<N>.size>());
 }
 
 // The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
@@ -443,9 +438,9 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   float weight = 0.0f;
   if (filled) {
     switch (a.mode) {
-      case RoutingMode::softmax_topk:
+      case RoutingMode::softmax_topk:  // exponentiated below
         weight = my_value;
-        break;  // exponentiated below
+        break;
       case RoutingMode::topk_softmax:
         weight = renormalized_softmax ? my_value : expf(my_value - lse);
         break;
