@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "coda/core/device.hpp"
 #include "router_decode.hpp"
@@ -136,10 +137,25 @@ __device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* 
   }
 }
 
-// kGrouped: grouped selection (n_group > 1), whose first half the CTA runs before its warp selects;
-// a kernel of its own, so that the ungrouped ones keep their registers and schedule (the CTA's
-// group code in them cost M = 16 0.6-0.9 us, docs/performance.md).
-template <class Element, int kTokenTiles, int kPerLane, bool kGrouped>
+// Where grouped selection (n_group > 1) keeps its groups: nowhere (n_group 1), in the selecting
+// warp where a group is a run of whole lanes (groups_in_lanes: DeepSeek-V3's 8 groups of 32; no CTA
+// barrier, with the bias copy below M = 1 7.0-7.2 -> 6.5-6.6 us, H200), or with the whole CTA
+// before the warp selects (keep_best_groups_in_block). Each is a kernel of its own, so that the
+// ungrouped ones keep their registers and schedule (the CTA's group code in them cost M = 16
+// 0.6-0.9 us, docs/performance.md).
+enum class GroupStage { none, warp, block };
+
+// The grouped kernels' copy of options.expert_bias in shared memory, taken before the grid barrier:
+// their selection reads the bias after it, an L2 round trip from global memory. Every thread must
+// call. Not in the ungrouped kernels: there the copy, though topk_softmax never runs it, made them
+// 0.2-0.7 us slower (H200, E = 256 to 512), as added code has before (above).
+__device__ __forceinline__ const float* expert_bias_in_shared_memory(const SelectArgs& a) {
+  __shared__ float bias[kRouterMaxExperts];
+  for (int e = int(threadIdx.x); e < a.experts; e += kThreads) bias[e] = a.expert_bias[e];
+  return bias;
+}
+
+template <class Element, int kTokenTiles, int kPerLane, GroupStage kGroups>
 __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, SelectArgs a) {
   __shared__ float reduce[kWarps * kTileExperts * 8 * kTokenTiles];
   __shared__ float row[kRouterMaxExperts];  // the token's scores, where the selection reads them
@@ -147,14 +163,24 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   const int block = int(blockIdx.y * gridDim.x + blockIdx.x), blocks = int(gridDim.x * gridDim.y);
   if (d.counts && block == 0)
     for (int e = int(threadIdx.x); e < a.experts; e += kThreads) d.counts[e] = 0;
+  const float* bias = nullptr;
+  if constexpr (kGroups != GroupStage::none)
+    if (a.expert_bias) bias = expert_bias_in_shared_memory(a);
   partial_scores<Element, kTokenTiles>(d, a, reduce);
-  cooperative_groups::this_grid().sync();  // every split's partials written and visible
+  // Every split's partials written and visible: a CTA past the last token only arrives, so that the
+  // barrier's poll is the selecting CTAs' alone (M = 1: one).
+  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  cooperative_groups::grid_group::arrival_token arrived = grid.barrier_arrive();
+  if (block >= a.rows) return;
+  grid.barrier_wait(std::move(arrived));
 
   float* scores_out = const_cast<float*>(a.scores);  // options.scores, or null
   SelectArgs select = a;
   select.scores = row;
   select.scores_ld = 0;  // select_token reads row m at scores + m * ld: always `row`
-  if constexpr (kGrouped) select.n_group = select.topk_group = 1;  // the CTA keeps the groups
+  if (bias) select.expert_bias = bias;
+  const SelectArgs groups = select;  // the CTA's group stage (GroupStage::block)
+  if constexpr (kGroups == GroupStage::block) select.n_group = select.topk_group = 1;  // the CTA keeps the groups
   for (int64_t m = block; m < a.rows; m += blocks) {
     const int64_t split_stride = a.rows * a.experts;
     for (int e = int(threadIdx.x); e < a.experts; e += kThreads) {
@@ -177,18 +203,20 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
       if (scores_out) scores_out[m * a.scores_ld + e] = sum;
     }
     __syncthreads();
-    if constexpr (kGrouped) keep_best_groups_in_block<kThreads>(a, row, scratch, int(threadIdx.x));
+    if constexpr (kGroups == GroupStage::block)
+      keep_best_groups_in_block<kThreads>(groups, row, scratch, int(threadIdx.x));
     if (threadIdx.x < 32) {
-      const int32_t id = select_token<kPerLane, true>(select, m, scratch, int(threadIdx.x));
+      constexpr bool kInWarp = kGroups == GroupStage::warp;
+      const int32_t id = select_token<kPerLane, true, kInWarp>(select, m, scratch, int(threadIdx.x));
       if (d.counts && id >= 0) atomicAdd(&d.counts[id], 1);  // integers: exact in any order
     }
     __syncthreads();
   }
 }
 
-template <class Element, int kTokenTiles, int kPerLane, bool kGrouped>
+template <class Element, int kTokenTiles, int kPerLane, GroupStage kGroups>
 void launch(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
-  auto* kernel = &route_decode<Element, kTokenTiles, kPerLane, kGrouped>;
+  auto* kernel = &route_decode<Element, kTokenTiles, kPerLane, kGroups>;
   static PerDevice<int> resident;  // CTAs of this kernel an SM holds at once
   const int per_sm = resident.get([&](int) {
     int blocks = 0;
@@ -217,8 +245,10 @@ template <class Element>
 void launch_for_tokens(const DecodeArgs& d, const SelectArgs& a, cudaStream_t stream) {
   with_per_lane(a.experts, [&]<int kPerLane>() {
     auto for_groups = [&]<int kTokenTiles>() {
-      if (a.n_group > 1) launch<Element, kTokenTiles, kPerLane, true>(d, a, stream);
-      else launch<Element, kTokenTiles, kPerLane, false>(d, a, stream);
+      if (a.n_group == 1) launch<Element, kTokenTiles, kPerLane, GroupStage::none>(d, a, stream);
+      else if (groups_in_lanes(a.experts, a.n_group, kPerLane))
+        launch<Element, kTokenTiles, kPerLane, GroupStage::warp>(d, a, stream);
+      else launch<Element, kTokenTiles, kPerLane, GroupStage::block>(d, a, stream);
     };
     if (a.rows <= 8) for_groups.template operator()<1>();
     else for_groups.template operator()<2>();

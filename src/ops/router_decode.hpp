@@ -7,9 +7,10 @@
 //   1. CTA (tile, split): 16 experts x a range of K, its 8 warps on interleaved 32-wide K chunks with
 //      mma.sync m16n8k16 (experts on the 16 rows, tokens on the 8 columns, fragments loaded straight
 //      from global memory); the warps' sums added in a fixed order to the split's partials (f32).
-//   2. grid.sync(), then CTA b takes tokens b, b + grid, ...: its scores are the splits' partials
-//      added in split order (into shared memory), then one warp selects (router_select.cuh) and
-//      counts the slots; grouped selection first keeps the groups with the whole CTA.
+//   2. a grid barrier (CTAs with no token arrive and leave), then CTA b takes tokens b, b + grid,
+//      ...: its scores are the splits' partials added in split order (into shared memory), then one
+//      warp selects (router_select.cuh) and counts the slots; grouped selection first keeps the
+//      groups, in that warp where a group is a run of whole lanes, else with the whole CTA.
 //
 // Same inputs, same bits: every sum runs in an order fixed by the shape alone; the only atomics are
 // the integer slot counts.

@@ -162,6 +162,13 @@ static_assert(offsetof(WarpScratch, chosen) == 0 && offsetof(WarpScratch, value)
 /// Whether selection with these options reads WarpScratch past `chosen`.
 CODA_HD bool groups_in_shared_memory(int experts, int n_group) { return n_group > 1 && (experts / n_group) % 32 != 0; }
 
+/// Whether a lane-order row's groups are each a power-of-two run of whole lanes
+/// (keep_best_groups_in_lanes): DeepSeek-V3's 8 groups of 32 experts at 8 a lane are 4 lanes each.
+CODA_HD bool groups_in_lanes(int experts, int n_group, int per_lane) {
+  const int group_size = n_group > 1 ? experts / n_group : 0, lanes = group_size / per_lane;
+  return n_group > 1 && group_size % per_lane == 0 && (lanes & (lanes - 1)) == 0;
+}
+
 /// Whether the weights need the log-sum-exp of all E scores (the fused program's lse partials):
 /// topk_softmax unless renormalized, where it cancels (the weights are the softmax over the k
 /// selected, softmax_topk's formula).
@@ -233,6 +240,37 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
     if (!(kept >> (i / per_group) & 1u)) live &= ~(1u << i);
 }
 
+// Step 2 of select_token on a lane-order row whose groups are runs of L whole lanes
+// (groups_in_lanes): a lane takes the codes of its two best selectable entries, a group's lanes
+// merge theirs in log2 L shuffle steps (every group at once), each lane ranks its group against the
+// others' scores (n_group independent shuffles), and the lanes of a group not kept drop their
+// entries. The same scores and choices as keep_best_groups_in_block, without a CTA barrier.
+template <int kPerLane>
+__device__ __forceinline__ void keep_best_groups_in_lanes(const SelectArgs& a, const float (&value)[kPerLane],
+                                                          uint32_t& live, int lane) {
+  const int lanes = a.experts / a.n_group / kPerLane;
+  uint32_t first = 0, second = 0;  // codes, 0: none
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const uint32_t code = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
+    second = max(second, min(first, code));
+    first = max(first, code);
+  }
+  for (int mask = 1; mask < lanes; mask *= 2) {  // the two best of a multiset: exact in any order
+    const uint32_t other_first = __shfl_xor_sync(0xffffffffu, first, mask);
+    const uint32_t other_second = __shfl_xor_sync(0xffffffffu, second, mask);
+    second = max(max(second, other_second), min(first, other_first));
+    first = max(first, other_first);
+  }
+  const int group = lane / lanes;
+  const float score = group_score({value_of_code(first), value_of_code(second), int(first != 0) + int(second != 0)});
+  int before = 0;  // groups ranking before this lane's
+#pragma unroll 8
+  for (int h = 0; h < a.n_group; ++h)
+    before += int(ranks_before(__shfl_sync(0xffffffffu, score, h * lanes), h, score, group));
+  if (group >= a.n_group || before >= a.topk_group) live = 0;
+}
+
 // Grouped selection's first half, by a whole CTA of kThreads threads (thread t; every thread must
 // call) on one token's scores `row` (shared memory): keeps the topk_group groups whose two best
 // selection scores sum highest, ties to the lower group (the warp's rules above), and turns every
@@ -273,12 +311,63 @@ __device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpS
   __syncthreads();
 }
 
+// Step 3's k rounds on `key` (they shift its runs): lane j < k gets slot j's (value, id), or keeps
+// id -1. kOneHolder (lane order): the lane holding the best code takes it, with no vote in the
+// round's dependent chain; a round whose best several lanes hold (an exact tie) makes the pass
+// return true, and its slots are void.
+template <int kRun, int kRuns, bool kLaneOrder, bool kOneHolder>
+__device__ __forceinline__ bool take_rounds(int k, uint64_t (&key)[kRuns][kRun], int lane, float& my_value,
+                                            int32_t& my_id) {
+  my_value = 0.0f;
+  my_id = -1;
+  uint32_t tied = 0;
+  for (int slot = 0; slot < k; ++slot) {
+    uint64_t top = key[0][0];
+    int from = 0;  // the run holding `top`
+#pragma unroll
+    for (int r = 1; r < kRuns; ++r)
+      if (key[r][0] > top) top = key[r][0], from = r;
+    const uint32_t head = uint32_t(top >> 32), head_tag = uint32_t(top);
+    const uint32_t best = __reduce_max_sync(0xffffffffu, head);
+    if (!kLaneOrder && best == 0) break;  // nothing selectable is left (uniform across the warp)
+    const uint32_t holders = __ballot_sync(0xffffffffu, head == best);
+    uint32_t tag;  // the chosen id's complement
+    bool taken;
+    if constexpr (kOneHolder) {
+      tied |= best != 0 ? holders & (holders - 1) : 0u;
+      tag = __shfl_sync(0xffffffffu, head_tag, __ffs(int(holders)) - 1);
+      taken = head == best;
+    } else if (kLaneOrder || !(holders & (holders - 1))) {  // the lowest lane holding it holds the lowest id
+      const int winner = __ffs(int(holders)) - 1;
+      tag = __shfl_sync(0xffffffffu, head_tag, winner);
+      taken = lane == winner;  // with best 0 (nothing selectable left) lane 0 drops an empty key
+    } else {                   // equal codes on several lanes, ids not in lane order: the lowest id
+      tag = __reduce_max_sync(0xffffffffu, head == best ? head_tag : 0u);
+      taken = head == best && head_tag == tag;
+    }
+    if (lane == slot && best != 0) {
+      my_value = value_of_code(best);
+      my_id = int32_t(~tag);
+    }
+    // Selects, not a branch on the one lane: the warp stays converged (a branch there diverged it
+    // once a round, 0.4 us a round at 16 entries a lane: decode router, E = 512).
+#pragma unroll
+    for (int r = 0; r < kRuns; ++r) {
+      const bool shift = taken && from == r;
+#pragma unroll
+      for (int j = 0; j < kRun; ++j) key[r][j] = shift ? (j + 1 < kRun ? key[r][j + 1] : 0u) : key[r][j];
+    }
+  }
+  return tied != 0;
+}
+
 // Token m's k slots, by one warp: lane j < k writes slot j and returns its expert (-1 on lanes >= k).
-// kLaneOrder (the decode kernel: a row of scores, n_group 1): lane j holds experts j kPerLane ..
-// (j + 1) kPerLane - 1, so that a lower lane holds only lower ids and a round's winner is the
+// kLaneOrder (the decode kernel: a row of scores in shared memory): lane j holds experts j kPerLane
+// .. (j + 1) kPerLane - 1, so that a lower lane holds only lower ids and a round's winner is the
 // lowest lane holding the best code, with no second reduction for ties; otherwise lane j holds
-// j, j + 32, ... (the layout grouped selection in registers needs).
-template <int kPerLane, bool kLaneOrder = false>
+// j, j + 32, ... (the layout grouped selection in registers needs). kLaneGroups (lane order,
+// groups_in_lanes): step 2 keeps the groups in the warp.
+template <int kPerLane, bool kLaneOrder = false, bool kLaneGroups = false>
 __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
   const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
   const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
@@ -336,8 +425,9 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
 
   // 2. Grouped selection (scores only: every expert of a group): a group scores its two best; the
   // topk_group best groups are kept, every other expert leaves `live`.
-  if (kLaneOrder) {
-    // the caller has kept the groups (keep_best_groups_in_block)
+  if constexpr (kLaneOrder) {
+    if constexpr (kLaneGroups) keep_best_groups_in_lanes<kPerLane>(a, value, live, lane);
+    // otherwise n_group is 1, or the caller has kept the groups (keep_best_groups_in_block)
   } else if (groups_in_shared_memory(a.experts, a.n_group)) {  // groups across lanes
     const int group_size = a.experts / a.n_group;
 #pragma unroll
@@ -385,7 +475,12 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   // router (H200, E = 256, k = 8, M = 1, docs/performance.md): the sorted runs against two
   // reductions and a scan of the lane's entries a round 6.25 -> 5.95-6.02 us, the lane order
   // 6.06-6.10 -> 5.69-5.72; runs of 8, not one of 16: the 63 compare-exchanges of 16 keys cost more
-  // than the 38 of two runs (E = 384, M = 16384: 196.7 against 187.3 us).
+  // than the 38 of two runs (E = 384, M = 16384: 196.7 against 187.3 us). An ungrouped lane-order
+  // row first runs a pass in which the lane holding the best code takes it without waiting for the
+  // vote (take_rounds<.., kOneHolder>: the vote only detects a tie across lanes, and a pass that
+  // met one is repeated exactly from the sorted keys): M = 1 5.46-5.58 -> 5.38-5.41 us, M = 8
+  // 5.76-5.82 -> 5.56-5.66 (H200, same run; in the grouped kernel the second pass's code made
+  // DeepSeek-V3's M = 1 0.3 us slower, so it runs the exact rounds only).
   constexpr int kRun = kPerLane < 8 ? kPerLane : 8, kRuns = kPerLane / kRun;
   uint64_t key[kRuns][kRun];
 #pragma unroll
@@ -399,38 +494,16 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   }
   float my_value = 0.0f;
   int32_t my_id = -1;
-  for (int slot = 0; slot < a.k; ++slot) {
-    uint64_t top = key[0][0];
-    int from = 0;  // the run holding `top`
+  if constexpr (kLaneOrder && !kLaneGroups) {  // a pass without votes, repeated exactly on a tie
+    uint64_t sorted[kRuns][kRun];
 #pragma unroll
-    for (int r = 1; r < kRuns; ++r)
-      if (key[r][0] > top) top = key[r][0], from = r;
-    const uint32_t head = uint32_t(top >> 32), head_tag = uint32_t(top);
-    const uint32_t best = __reduce_max_sync(0xffffffffu, head);
-    if (!kLaneOrder && best == 0) break;  // nothing selectable is left (uniform across the warp)
-    const uint32_t holders = __ballot_sync(0xffffffffu, head == best);
-    uint32_t tag;  // the chosen id's complement
-    bool taken;
-    if (kLaneOrder || !(holders & (holders - 1))) {  // the lowest lane holding it holds the lowest id
-      const int winner = __ffs(int(holders)) - 1;
-      tag = __shfl_sync(0xffffffffu, head_tag, winner);
-      taken = lane == winner;  // with best 0 (nothing selectable left) lane 0 drops an empty key
-    } else {                   // equal codes on several lanes, ids not in lane order: the lowest id
-      tag = __reduce_max_sync(0xffffffffu, head == best ? head_tag : 0u);
-      taken = head == best && head_tag == tag;
-    }
-    if (lane == slot && best != 0) {
-      my_value = value_of_code(best);
-      my_id = int32_t(~tag);
-    }
-    // Selects, not a branch on the one lane: the warp stays converged (a branch there diverged it
-    // once a round, 0.4 us a round at 16 entries a lane: decode router, E = 512).
+    for (int r = 0; r < kRuns; ++r)
 #pragma unroll
-    for (int r = 0; r < kRuns; ++r) {
-      const bool shift = taken && from == r;
-#pragma unroll
-      for (int j = 0; j < kRun; ++j) key[r][j] = shift ? (j + 1 < kRun ? key[r][j + 1] : 0u) : key[r][j];
-    }
+      for (int j = 0; j < kRun; ++j) sorted[r][j] = key[r][j];
+    if (take_rounds<kRun, kRuns, true, true>(a.k, key, lane, my_value, my_id))
+      take_rounds<kRun, kRuns, true, false>(a.k, sorted, lane, my_value, my_id);
+  } else {
+    take_rounds<kRun, kRuns, kLaneOrder, false>(a.k, key, lane, my_value, my_id);
   }
 
   // 4. Weights of the filled slots.

@@ -336,8 +336,13 @@ TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
     for (int64_t m : {1, 16}) expect_routes_like_the_reference({m, experts, 4104, RoutingMode::topk_softmax, 8, true});
   expect_routes_like_the_reference({3, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
   expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
-  // Groups of two and of sixteen experts (several groups a warp in the CTA's group stage), NaN rows,
-  // k = 32 from two groups of 256.
+  // Groups that are runs of whole lanes keep in the selecting warp (groups_in_lanes): of two experts
+  // (one lane each, 32 groups), of sixteen (two lanes), of 256 (16 lanes), with NaN rows and k = 32
+  // from two groups; the others in the CTA's group stage: 144 / 8 groups of 18 at 8 a lane, 96 / 4
+  // groups of 24 (six lanes of 4).
+  expect_routes_like_the_reference({7, 144, 4104, RoutingMode::sigmoid_bias, 6, true, true, 8, 3, 1.5f});
+  expect_routes_like_the_reference({16, 96, 264, RoutingMode::sigmoid_bias, 4, false, true, 4, 2});
+  expect_routes_like_the_reference({1, 96, 264, RoutingMode::sigmoid_bias, 24, true, true, 4, 1});
   Case pairs{5, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3};
   pairs.nan_rows = {1};
   expect_routes_like_the_reference(pairs);
