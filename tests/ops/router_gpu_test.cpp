@@ -296,7 +296,7 @@ TEST(RouterGpu, GroupedSelectionShapes) {
   expect_routes_like_the_reference({70, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3});
   expect_routes_like_the_reference({70, 160, 256, RoutingMode::sigmoid_bias, 6, false, true, 10, 10});
   expect_routes_like_the_reference({150, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true, 1, 1, 2.827f});
-  // Groups of whole 32-expert columns take the register path (router_select.cuh,
+  // Groups of whole 32-expert columns take the register path (router_groups.cuh,
   // keep_best_groups_in_registers), the others (above: groups of 2 and 16) shared memory: groups of
   // one, two and four columns, one group kept or every group, decode and scores paths, NaN rows.
   for (int64_t m : {9, 130}) {

@@ -1,0 +1,154 @@
+// Internal: grouped selection's first half (sigmoid_bias with n_group > 1; coda/ops/router.hpp):
+// a group scores the sum of its two best selection scores, the topk_group best groups are kept and
+// every other expert leaves the selection. Three layouts, one set of rules: groups of whole
+// 32-expert columns in registers, groups of whole lanes of a lane-order row in the warp, anything
+// else with a whole CTA (the decode kernel) or through a warp's shared memory (select_token).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "router_select_common.cuh"
+
+namespace coda::ops::router_detail {
+
+/// Whether selection with these options reads WarpScratch past `chosen`.
+CODA_HD bool groups_in_shared_memory(int experts, int n_group) { return n_group > 1 && (experts / n_group) % 32 != 0; }
+
+/// Whether a lane-order row's groups are each a power-of-two run of whole lanes
+/// (keep_best_groups_in_lanes): DeepSeek-V3's 8 groups of 32 experts at 8 a lane are 4 lanes each.
+CODA_HD bool groups_in_lanes(int experts, int n_group, int per_lane) {
+  const int group_size = n_group > 1 ? experts / n_group : 0, lanes = group_size / per_lane;
+  return n_group > 1 && group_size % per_lane == 0 && (lanes & (lanes - 1)) == 0;
+}
+
+// Top two of a multiset, -inf where missing: (first >= second).
+struct TopTwo {
+  float first, second;
+  int count;  // selectable values seen
+};
+__device__ __forceinline__ TopTwo merge(TopTwo a, TopTwo b) {
+  return {fmaxf(a.first, b.first), a.first >= b.first ? fmaxf(a.second, b.first) : fmaxf(a.first, b.second),
+          a.count + b.count};
+}
+// A group's score: the sum of its two best selection scores, -inf with fewer than two selectable.
+__device__ __forceinline__ float group_score(TopTwo t) { return t.count >= 2 ? t.first + t.second : -INFINITY; }
+
+// Step 2 of select_token where a group is a whole number of 32-expert columns (DeepSeek-V3's 8 groups
+// of 32): group g is entries [g r, (g + 1) r) of every lane, r = group size / 32, so each lane takes
+// the order-preserving codes of its top two of each group (0: none), two warp reductions and a vote
+// give the group's (the largest; then the largest once the lowest lane holding it gives its second
+// instead), and the topk_group rounds run on every lane alike, without shared memory or shuffles.
+// The same scores and choices as the shared-memory path: a group's two best values are one
+// multiset. A butterfly of (first, second, count) shuffles a group measured slower (M = 16384,
+// E = 256, 8 groups: 159.5 against 154.2 us, docs/performance.md).
+template <int kPerLane>
+__device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& a, const float (&value)[kPerLane],
+                                                              uint32_t& live, int lane) {
+  const int per_group = a.experts / a.n_group / 32;
+  float score[kPerLane];  // entry i: the score of the group ending at entry i (others unused)
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) score[i] = -INFINITY;
+  uint32_t first = 0, second = 0;  // this lane's two largest codes of the group so far
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    if (32 * i >= a.experts) break;  // uniform
+    const uint32_t code = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
+    second = max(second, min(first, code));
+    first = max(first, code);
+    if ((i + 1) % per_group != 0) continue;  // uniform
+    const uint32_t top = __reduce_max_sync(0xffffffffu, first);
+    const uint32_t holders = __ballot_sync(0xffffffffu, first == top);
+    const uint32_t next = __reduce_max_sync(0xffffffffu, __ffs(int(holders)) - 1 == lane ? second : first);
+    score[i] = group_score({value_of_code(top), value_of_code(next), int(top != 0) + int(next != 0)});
+    first = second = 0;
+  }
+  uint32_t kept = 0;  // bit g: group g kept
+  for (int round = 0; round < a.topk_group; ++round) {
+    Best b{-INFINITY, -1};
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int g = i / per_group;
+      if ((i + 1) % per_group == 0 && g < a.n_group && !(kept >> g & 1u) && ranks_before(score[i], g, b.value, b.id))
+        b = {score[i], g};
+    }
+    if (b.id < 0) break;  // every group left scores -inf (fewer than two selectable): none is kept
+    kept |= 1u << b.id;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (!(kept >> (i / per_group) & 1u)) live &= ~(1u << i);
+}
+
+// Step 2 of select_token on a lane-order row whose groups are runs of L whole lanes
+// (groups_in_lanes): a lane takes the codes of its two best selectable entries, a group's lanes
+// merge theirs in log2 L shuffle steps (every group at once), each lane ranks its group against the
+// others' scores (n_group independent shuffles), and the lanes of a group not kept drop their
+// entries. The same scores and choices as keep_best_groups_in_block, without a CTA barrier.
+template <int kPerLane>
+__device__ __forceinline__ void keep_best_groups_in_lanes(const SelectArgs& a, const float (&value)[kPerLane],
+                                                          uint32_t& live, int lane) {
+  const int lanes = a.experts / a.n_group / kPerLane;
+  uint32_t first = 0, second = 0;  // codes, 0: none
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const uint32_t code = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
+    second = max(second, min(first, code));
+    first = max(first, code);
+  }
+  for (int mask = 1; mask < lanes; mask *= 2) {  // the two best of a multiset: exact in any order
+    const uint32_t other_first = __shfl_xor_sync(0xffffffffu, first, mask);
+    const uint32_t other_second = __shfl_xor_sync(0xffffffffu, second, mask);
+    second = max(max(second, other_second), min(first, other_first));
+    first = max(first, other_first);
+  }
+  const int group = lane / lanes;
+  const float score = group_score({value_of_code(first), value_of_code(second), int(first != 0) + int(second != 0)});
+  int before = 0;  // groups ranking before this lane's
+#pragma unroll 8
+  for (int h = 0; h < a.n_group; ++h)
+    before += int(ranks_before(__shfl_sync(0xffffffffu, score, h * lanes), h, score, group));
+  if (group >= a.n_group || before >= a.topk_group) live = 0;
+}
+
+// Grouped selection's first half, by a whole CTA of kThreads threads (thread t; every thread must
+// call) on one token's scores `row` (shared memory): keeps the topk_group groups whose two best
+// selection scores sum highest, ties to the lower group (the warp's rules above), and turns every
+// other group's scores into NaN, which select_token never selects: it then runs with n_group 1.
+// A group's lanes merge their top two in one butterfly, every group at once, and a group's place is
+// the number of groups ranking before it; one warp's version is a butterfly per group in turn
+// (decode router, DeepSeek-V3's 8 groups at M = 1: 9.4 -> 7.6 us, docs/performance.md). `s`: scratch.
+template <int kThreads>
+__device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpScratch& s, int t) {
+  static_assert(kThreads % 32 == 0 && kMaxGroups <= kThreads, "whole warps; a thread per group ranks them");
+  for (int e = t; e < a.experts; e += kThreads)  // sigmoid_bias: NaN where not selectable
+    s.value[e] = sigmoid_selection_score(a, row[e], e);
+  __syncthreads();
+  const int group_size = a.experts / a.n_group;
+  int lanes = 32;  // threads a group: a power of two, so a group's lanes are one aligned run
+  while (lanes > 1 && lanes * a.n_group > kThreads) lanes /= 2;
+  const int g = t / lanes;
+  TopTwo run{-INFINITY, -INFINITY, 0};
+  if (g < a.n_group)
+    for (int e = g * group_size + t % lanes; e < (g + 1) * group_size; e += lanes) {
+      const float v = s.value[e];
+      if (v == v) run = merge(run, {v, -INFINITY, 1});
+    }
+  for (int mask = lanes / 2; mask >= 1; mask /= 2)
+    run = merge(run, {__shfl_xor_sync(0xffffffffu, run.first, mask), __shfl_xor_sync(0xffffffffu, run.second, mask),
+                      __shfl_xor_sync(0xffffffffu, run.count, mask)});
+  if (g < a.n_group && t % lanes == 0) s.group_score[g] = group_score(run);
+  __syncthreads();
+  if (t < a.n_group) {
+    const float mine = s.group_score[t];
+    int before = 0;
+    for (int h = 0; h < a.n_group; ++h) before += int(ranks_before(s.group_score[h], h, mine, t));
+    s.group_kept[t] = before < a.topk_group;
+  }
+  __syncthreads();
+  for (int e = t; e < a.experts; e += kThreads)
+    if (!s.group_kept[e / group_size]) row[e] = NAN;
+  __syncthreads();
+}
+
+}  // namespace coda::ops::router_detail
