@@ -138,17 +138,18 @@ __device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* 
 }
 
 // Where grouped selection (n_group > 1) keeps its groups: nowhere (n_group 1), in the selecting
-// warp where a group is a run of whole lanes (groups_in_lanes: DeepSeek-V3's 8 groups of 32; no CTA
-// barrier, with the bias copy below M = 1 7.0-7.2 -> 6.5-6.6 us, H200), or with the whole CTA
-// before the warp selects (keep_best_groups_in_block). Each is a kernel of its own, so that the
+// warp where a group is a power-of-two run of whole lanes (groups_in_lanes: DeepSeek-V3's 8 groups
+// of 32; no CTA barrier, with the bias copy below M = 1 6.99-7.09 -> 6.45-6.54 us, H200), or with
+// the whole CTA before the warp selects (keep_best_groups_in_block). Each is a kernel of its own, so that the
 // ungrouped ones keep their registers and schedule (the CTA's group code in them cost M = 16
 // 0.6-0.9 us, docs/performance.md).
-enum class GroupStage { none, warp, block };
+enum class GroupStage { none, lanes, block };
 
 // The grouped kernels' copy of options.expert_bias in shared memory, taken before the grid barrier:
 // their selection reads the bias after it, an L2 round trip from global memory. Every thread must
-// call. Not in the ungrouped kernels: there the copy, though topk_softmax never runs it, made them
-// 0.2-0.7 us slower (H200, E = 256 to 512), as added code has before (above).
+// call; the copy is visible after the __syncthreads() in partial_scores. Not in the ungrouped
+// kernels: there the copy, though topk_softmax never runs it, made them 0.3-0.8 us slower (H200,
+// E = 256 and 384, docs/performance.md).
 __device__ __forceinline__ const float* expert_bias_in_shared_memory(const SelectArgs& a) {
   __shared__ float bias[kRouterMaxExperts];
   for (int e = int(threadIdx.x); e < a.experts; e += kThreads) bias[e] = a.expert_bias[e];
@@ -168,7 +169,9 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
     if (a.expert_bias) bias = expert_bias_in_shared_memory(a);
   partial_scores<Element, kTokenTiles>(d, a, reduce);
   // Every split's partials written and visible: a CTA past the last token only arrives, so that the
-  // barrier's poll is the selecting CTAs' alone (M = 1: one).
+  // barrier's poll is the selecting CTAs' alone (M = 1: one). An arrival is one release atomic after
+  // a CTA barrier, the wait only a poll (cooperative_groups/details/sync.h, sync_grids_arrive and
+  // sync_grids_wait), so a CTA that leaves after arriving takes nothing from the others.
   const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   cooperative_groups::grid_group::arrival_token arrived = grid.barrier_arrive();
   if (block >= a.rows) return;
@@ -179,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   select.scores = row;
   select.scores_ld = 0;  // select_token reads row m at scores + m * ld: always `row`
   if (bias) select.expert_bias = bias;
-  const SelectArgs groups = select;  // the CTA's group stage (GroupStage::block)
+  const SelectArgs as_given = select;  // n_group and topk_group, for the CTA's group stage
   if constexpr (kGroups == GroupStage::block) select.n_group = select.topk_group = 1;  // the CTA keeps the groups
   for (int64_t m = block; m < a.rows; m += blocks) {
     const int64_t split_stride = a.rows * a.experts;
@@ -204,10 +207,10 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
     }
     __syncthreads();
     if constexpr (kGroups == GroupStage::block)
-      keep_best_groups_in_block<kThreads>(groups, row, scratch, int(threadIdx.x));
+      keep_best_groups_in_block<kThreads>(as_given, row, scratch, int(threadIdx.x));
     if (threadIdx.x < 32) {
-      constexpr bool kInWarp = kGroups == GroupStage::warp;
-      const int32_t id = select_token<kPerLane, true, kInWarp>(select, m, scratch, int(threadIdx.x));
+      constexpr bool kGroupsInLanes = kGroups == GroupStage::lanes;
+      const int32_t id = select_token<kPerLane, true, kGroupsInLanes>(select, m, scratch, int(threadIdx.x));
       if (d.counts && id >= 0) atomicAdd(&d.counts[id], 1);  // integers: exact in any order
     }
     __syncthreads();
@@ -247,7 +250,7 @@ void launch_for_tokens(const DecodeArgs& d, const SelectArgs& a, cudaStream_t st
     auto for_groups = [&]<int kTokenTiles>() {
       if (a.n_group == 1) launch<Element, kTokenTiles, kPerLane, GroupStage::none>(d, a, stream);
       else if (groups_in_lanes(a.experts, a.n_group, kPerLane))
-        launch<Element, kTokenTiles, kPerLane, GroupStage::warp>(d, a, stream);
+        launch<Element, kTokenTiles, kPerLane, GroupStage::lanes>(d, a, stream);
       else launch<Element, kTokenTiles, kPerLane, GroupStage::block>(d, a, stream);
     };
     if (a.rows <= 8) for_groups.template operator()<1>();

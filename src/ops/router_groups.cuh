@@ -1,8 +1,8 @@
 // Internal: grouped selection's first half (sigmoid_bias with n_group > 1; coda/ops/router.hpp):
 // a group scores the sum of its two best selection scores, the topk_group best groups are kept and
-// every other expert leaves the selection. Three layouts, one set of rules: groups of whole
-// 32-expert columns in registers, groups of whole lanes of a lane-order row in the warp, anything
-// else with a whole CTA (the decode kernel) or through a warp's shared memory (select_token).
+// every other expert leaves the selection. One set of rules in four layouts: a warp's row in column
+// order with groups of whole 32-expert columns (registers) or not (the warp's shared memory), a
+// lane-order row with groups of whole lanes (the warp), or not (the decode kernel's whole CTA).
 #pragma once
 
 #include <cmath>
@@ -33,6 +33,55 @@ __device__ __forceinline__ TopTwo merge(TopTwo a, TopTwo b) {
 }
 // A group's score: the sum of its two best selection scores, -inf with fewer than two selectable.
 __device__ __forceinline__ float group_score(TopTwo t) { return t.count >= 2 ? t.first + t.second : -INFINITY; }
+// The same from the order-preserving codes of the two best (0: none).
+__device__ __forceinline__ float group_score_of_codes(uint32_t first, uint32_t second) {
+  return group_score({value_of_code(first), value_of_code(second), int(first != 0) + int(second != 0)});
+}
+// The two largest codes seen (first >= second, 0: none) after one more.
+__device__ __forceinline__ void keep_top_two(uint32_t code, uint32_t& first, uint32_t& second) {
+  second = max(second, min(first, code));
+  first = max(first, code);
+}
+
+// Step 2 of select_token where groups are not whole 32-expert columns (groups_in_shared_memory):
+// the row's selection scores by expert in the warp's shared memory, a lane a group scoring its two
+// best, then topk_group rounds of the warp's best group.
+template <int kPerLane>
+__device__ __forceinline__ void keep_best_groups_in_shared_memory(const SelectArgs& a, const float (&value)[kPerLane],
+                                                                  const int32_t (&id)[kPerLane], uint32_t& live,
+                                                                  WarpScratch& s, int lane) {
+  const int group_size = a.experts / a.n_group;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (id[i] < a.experts) s.value[id[i]] = value[i];  // NaN exactly where not live (step 1)
+  __syncwarp();
+  for (int g = lane; g < a.n_group; g += 32) {
+    float first = -INFINITY, second = -INFINITY;
+    int selectable = 0;
+    for (int e = g * group_size; e < (g + 1) * group_size; ++e) {
+      const float v = s.value[e];
+      if (v != v) continue;
+      ++selectable;
+      second = v > first ? first : fmaxf(second, v);
+      first = fmaxf(first, v);
+    }
+    s.group_score[g] = group_score({first, second, selectable});
+    s.group_kept[g] = 0;
+  }
+  __syncwarp();
+  for (int round = 0; round < a.topk_group; ++round) {
+    Best b{-INFINITY, -1};
+    for (int g = lane; g < a.n_group; g += 32)
+      if (!s.group_kept[g] && ranks_before(s.group_score[g], g, b.value, b.id)) b = {s.group_score[g], g};
+    b = warp_best(b);
+    if (b.id < 0) break;  // as in keep_best_groups_in_registers (uniform across the warp)
+    if (lane == 0) s.group_kept[b.id] = 1;
+    __syncwarp();
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (id[i] < a.experts && !s.group_kept[id[i] / group_size]) live &= ~(1u << i);
+}
 
 // Step 2 of select_token where a group is a whole number of 32-expert columns (DeepSeek-V3's 8 groups
 // of 32): group g is entries [g r, (g + 1) r) of every lane, r = group size / 32, so each lane takes
@@ -53,14 +102,12 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     if (32 * i >= a.experts) break;  // uniform
-    const uint32_t code = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
-    second = max(second, min(first, code));
-    first = max(first, code);
+    keep_top_two((live >> i & 1u) ? ordered_code(value[i]) : 0u, first, second);
     if ((i + 1) % per_group != 0) continue;  // uniform
     const uint32_t top = __reduce_max_sync(0xffffffffu, first);
     const uint32_t holders = __ballot_sync(0xffffffffu, first == top);
     const uint32_t next = __reduce_max_sync(0xffffffffu, __ffs(int(holders)) - 1 == lane ? second : first);
-    score[i] = group_score({value_of_code(top), value_of_code(next), int(top != 0) + int(next != 0)});
+    score[i] = group_score_of_codes(top, next);
     first = second = 0;
   }
   uint32_t kept = 0;  // bit g: group g kept
@@ -91,11 +138,7 @@ __device__ __forceinline__ void keep_best_groups_in_lanes(const SelectArgs& a, c
   const int lanes = a.experts / a.n_group / kPerLane;
   uint32_t first = 0, second = 0;  // codes, 0: none
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const uint32_t code = (live >> i & 1u) ? ordered_code(value[i]) : 0u;
-    second = max(second, min(first, code));
-    first = max(first, code);
-  }
+  for (int i = 0; i < kPerLane; ++i) keep_top_two((live >> i & 1u) ? ordered_code(value[i]) : 0u, first, second);
   for (int mask = 1; mask < lanes; mask *= 2) {  // the two best of a multiset: exact in any order
     const uint32_t other_first = __shfl_xor_sync(0xffffffffu, first, mask);
     const uint32_t other_second = __shfl_xor_sync(0xffffffffu, second, mask);
@@ -103,7 +146,7 @@ __device__ __forceinline__ void keep_best_groups_in_lanes(const SelectArgs& a, c
     first = max(first, other_first);
   }
   const int group = lane / lanes;
-  const float score = group_score({value_of_code(first), value_of_code(second), int(first != 0) + int(second != 0)});
+  const float score = group_score_of_codes(first, second);
   int before = 0;  // groups ranking before this lane's
 #pragma unroll 8
   for (int h = 0; h < a.n_group; ++h)
@@ -116,8 +159,9 @@ __device__ __forceinline__ void keep_best_groups_in_lanes(const SelectArgs& a, c
 // selection scores sum highest, ties to the lower group (the warp's rules above), and turns every
 // other group's scores into NaN, which select_token never selects: it then runs with n_group 1.
 // A group's lanes merge their top two in one butterfly, every group at once, and a group's place is
-// the number of groups ranking before it; one warp's version is a butterfly per group in turn
-// (decode router, DeepSeek-V3's 8 groups at M = 1: 9.4 -> 7.6 us, docs/performance.md). `s`: scratch.
+// the number of groups ranking before it; against one warp's butterfly per group in turn (with
+// the warp's row in column order) it measured 9.4 -> 7.6 us on 8 groups of 32 at M = 1 (decode
+// router, docs/performance.md), where the lane-order warp now keeps such groups. `s`: scratch.
 template <int kThreads>
 __device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpScratch& s, int t) {
   static_assert(kThreads % 32 == 0 && kMaxGroups <= kThreads, "whole warps; a thread per group ranks them");

@@ -23,6 +23,7 @@ namespace coda::ops::router_detail {
 template <int kRun, int kRuns, bool kLaneOrder, bool kOneHolder>
 __device__ __forceinline__ bool take_rounds(int k, uint64_t (&key)[kRuns][kRun], int lane, float& my_value,
                                             int32_t& my_id) {
+  static_assert(kLaneOrder || !kOneHolder, "only in lane order is the lowest lane's best the lowest id");
   my_value = 0.0f;
   my_id = -1;
   uint32_t tied = 0;
@@ -70,9 +71,9 @@ __device__ __forceinline__ bool take_rounds(int k, uint64_t (&key)[kRuns][kRun],
 // kLaneOrder (the decode kernel: a row of scores in shared memory): lane j holds experts j kPerLane
 // .. (j + 1) kPerLane - 1, so that a lower lane holds only lower ids and a round's winner is the
 // lowest lane holding the best code, with no second reduction for ties; otherwise lane j holds
-// j, j + 32, ... (the layout grouped selection in registers needs). kLaneGroups (lane order,
+// j, j + 32, ... (the layout grouped selection in registers needs). kGroupsInLanes (lane order,
 // groups_in_lanes): step 2 keeps the groups in the warp.
-template <int kPerLane, bool kLaneOrder = false, bool kLaneGroups = false>
+template <int kPerLane, bool kLaneOrder = false, bool kGroupsInLanes = false>
 __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
   const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
   const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
@@ -131,40 +132,10 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   // 2. Grouped selection (scores only: every expert of a group): a group scores its two best; the
   // topk_group best groups are kept, every other expert leaves `live`.
   if constexpr (kLaneOrder) {
-    if constexpr (kLaneGroups) keep_best_groups_in_lanes<kPerLane>(a, value, live, lane);
+    if constexpr (kGroupsInLanes) keep_best_groups_in_lanes<kPerLane>(a, value, live, lane);
     // otherwise n_group is 1, or the caller has kept the groups (keep_best_groups_in_block)
   } else if (groups_in_shared_memory(a.experts, a.n_group)) {  // groups across lanes
-    const int group_size = a.experts / a.n_group;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (id[i] < a.experts) s.value[id[i]] = value[i];  // NaN exactly where not live (step 1)
-    __syncwarp();
-    for (int g = lane; g < a.n_group; g += 32) {
-      float first = -INFINITY, second = -INFINITY;
-      int selectable = 0;
-      for (int e = g * group_size; e < (g + 1) * group_size; ++e) {
-        const float v = s.value[e];
-        if (v != v) continue;
-        ++selectable;
-        second = v > first ? first : fmaxf(second, v);
-        first = fmaxf(first, v);
-      }
-      s.group_score[g] = group_score({first, second, selectable});
-      s.group_kept[g] = 0;
-    }
-    __syncwarp();
-    for (int round = 0; round < a.topk_group; ++round) {
-      Best b{-INFINITY, -1};
-      for (int g = lane; g < a.n_group; g += 32)
-        if (!s.group_kept[g] && ranks_before(s.group_score[g], g, b.value, b.id)) b = {s.group_score[g], g};
-      b = warp_best(b);
-      if (b.id < 0) break;  // as in keep_best_groups_in_registers (uniform across the warp)
-      if (lane == 0) s.group_kept[b.id] = 1;
-      __syncwarp();
-    }
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (id[i] < a.experts && !s.group_kept[id[i] / group_size]) live &= ~(1u << i);
+    keep_best_groups_in_shared_memory<kPerLane>(a, value, id, live, s, lane);
   } else if (a.n_group > 1) {
     keep_best_groups_in_registers<kPerLane>(a, value, live, lane);
   }
@@ -180,12 +151,13 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   // router (H200, E = 256, k = 8, M = 1, docs/performance.md): the sorted runs against two
   // reductions and a scan of the lane's entries a round 6.25 -> 5.95-6.02 us, the lane order
   // 6.06-6.10 -> 5.69-5.72; runs of 8, not one of 16: the 63 compare-exchanges of 16 keys cost more
-  // than the 38 of two runs (E = 384, M = 16384: 196.7 against 187.3 us). An ungrouped lane-order
-  // row first runs a pass in which the lane holding the best code takes it without waiting for the
-  // vote (take_rounds<.., kOneHolder>: the vote only detects a tie across lanes, and a pass that
-  // met one is repeated exactly from the sorted keys): M = 1 5.46-5.58 -> 5.38-5.41 us, M = 8
-  // 5.76-5.82 -> 5.56-5.66 (H200, same run; in the grouped kernel the second pass's code made
-  // DeepSeek-V3's M = 1 0.3 us slower, so it runs the exact rounds only).
+  // than the 38 of two runs (E = 384, M = 16384: 196.7 against 187.3 us). A lane-order row whose
+  // groups step 2 did not keep here (ungrouped, or kept by the decode kernel's CTA) first runs a
+  // pass in which the lane holding the best code takes it without waiting for the vote
+  // (take_rounds<.., kOneHolder>: the vote only detects a tie across lanes, and a pass that met one
+  // is repeated exactly from the sorted keys): ungrouped, M = 1 5.46-5.58 -> 5.38-5.41 us, M = 8
+  // 5.76-5.82 -> 5.56-5.66 (H200, same run). With the groups kept in the lanes, the second pass's
+  // code made DeepSeek-V3's M = 1 0.3 us slower: those rows run the exact rounds only.
   constexpr int kRun = kPerLane < 8 ? kPerLane : 8, kRuns = kPerLane / kRun;
   uint64_t key[kRuns][kRun];
 #pragma unroll
@@ -199,7 +171,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   }
   float my_value = 0.0f;
   int32_t my_id = -1;
-  if constexpr (kLaneOrder && !kLaneGroups) {  // a pass without votes, repeated exactly on a tie
+  if constexpr (kLaneOrder && !kGroupsInLanes) {  // a pass without votes, repeated exactly on a tie
     uint64_t sorted[kRuns][kRun];
 #pragma unroll
     for (int r = 0; r < kRuns; ++r)

@@ -337,9 +337,11 @@ TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
   expect_routes_like_the_reference({3, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
   expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
   // Groups that are runs of whole lanes keep in the selecting warp (groups_in_lanes): of two experts
-  // (one lane each, 32 groups), of sixteen (two lanes), of 256 (16 lanes), with NaN rows and k = 32
-  // from two groups; the others in the CTA's group stage: 144 / 8 groups of 18 at 8 a lane, 96 / 4
-  // groups of 24 (six lanes of 4).
+  // (one lane each, 32 groups, NaN rows), of sixteen (two lanes), of 256 (16 lanes: k = 32 from the
+  // one group of two kept), of eight at one a lane and of 32 at four a lane (eight lanes); the others
+  // in the CTA's group stage: 144 / 8 groups of 18 at 8 a lane, 96 / 4 groups of 24 (six lanes of 4).
+  expect_routes_like_the_reference({4, 32, 264, RoutingMode::sigmoid_bias, 5, true, true, 4, 2, 2.0f});
+  expect_routes_like_the_reference({11, 128, 1032, RoutingMode::sigmoid_bias, 8, false, true, 4, 2});
   expect_routes_like_the_reference({7, 144, 4104, RoutingMode::sigmoid_bias, 6, true, true, 8, 3, 1.5f});
   expect_routes_like_the_reference({16, 96, 264, RoutingMode::sigmoid_bias, 4, false, true, 4, 2});
   expect_routes_like_the_reference({1, 96, 264, RoutingMode::sigmoid_bias, 24, true, true, 4, 1});
