@@ -14,7 +14,11 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTileExperts = 16;    // mma's M
+constexpr int kTileExperts = 16;  // mma's M
+// Words between the warps' sums of two tokens in shared memory (partial_scores): 16 experts and 4
+// of padding, so that a warp's stores take one shared-memory wavefront and its loads two (stored
+// by expert then token, each of a thread's eight loads of the sums took 8 at M = 16, the stores 4).
+constexpr int kReduceStride = kTileExperts + 4;
 constexpr int kChunk = 32;          // K elements a warp takes per step: 16 bytes a lane, two k16 mmas
 constexpr int kChunksInFlight = 4;  // a warp's loads issued before its first mma (4 KB of weight)
 constexpr int kTargetCtas = 132;    // one CTA an SM of an H100: fewer arrivals at the grid barrier
@@ -118,21 +122,23 @@ __device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* 
       }
   }
 
-  // The warps' sums in warp order: reduce[warp][expert][token], then one (expert, token) a thread.
-  // Accumulator i of lane (g, c) is expert g + 8 (i / 2), token 2c + i % 2 of its column tile.
+  // The warps' sums in warp order: reduce[warp][token][expert], rows kReduceStride words apart,
+  // then one (token, expert) a thread. Accumulator i of lane (g, c) is expert g + 8 (i / 2), token
+  // 2c + i % 2 of its column tile: a warp's store of one accumulator hits banks 8c + g, and a warp's
+  // load (two tokens of 16 experts) 32 banks but for four lanes.
   constexpr int kTokens = 8 * kTokenTiles;
 #pragma unroll
   for (int t = 0; t < kTokenTiles; ++t)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      reduce[(warp * kTileExperts + g + 8 * (i / 2)) * kTokens + t * 8 + 2 * c + i % 2] = acc[t][i];
+      reduce[(warp * kTokens + t * 8 + 2 * c + i % 2) * kReduceStride + g + 8 * (i / 2)] = acc[t][i];
   __syncthreads();
   for (int i = int(threadIdx.x); i < kTileExperts * kTokens; i += kThreads) {
     const int token = i / kTileExperts, expert = i % kTileExperts;
     const int e = tile * kTileExperts + expert;
     if (token >= a.rows || e >= a.experts) continue;
     float sum = 0.0f;
-    for (int v = 0; v < kWarps; ++v) sum += reduce[(v * kTileExperts + expert) * kTokens + token];
+    for (int v = 0; v < kWarps; ++v) sum += reduce[(v * kTokens + token) * kReduceStride + expert];
     d.partials[(int64_t(split) * a.rows + token) * a.experts + e] = sum;
   }
 }
@@ -158,7 +164,7 @@ __device__ __forceinline__ const float* expert_bias_in_shared_memory(const Selec
 
 template <class Element, int kTokenTiles, int kPerLane, GroupStage kGroups>
 __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, SelectArgs a) {
-  __shared__ float reduce[kWarps * kTileExperts * 8 * kTokenTiles];
+  __shared__ float reduce[kWarps * 8 * kTokenTiles * kReduceStride];
   __shared__ float row[kRouterMaxExperts];  // the token's scores, where the selection reads them
   __shared__ WarpScratch scratch;
   const int block = int(blockIdx.y * gridDim.x + blockIdx.x), blocks = int(gridDim.x * gridDim.y);
