@@ -146,9 +146,9 @@ __device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* 
 // Where grouped selection (n_group > 1) keeps its groups: nowhere (n_group 1), in the selecting
 // warp where a group is a power-of-two run of whole lanes (groups_in_lanes: DeepSeek-V3's 8 groups
 // of 32; no CTA barrier, with the bias copy below M = 1 6.99-7.09 -> 6.45-6.54 us, H200), or with
-// the whole CTA before the warp selects (keep_best_groups_in_block). Each is a kernel of its own, so that the
-// ungrouped ones keep their registers and schedule (the CTA's group code in them cost M = 16
-// 0.6-0.9 us, docs/performance.md).
+// the whole CTA before the warp selects (keep_best_groups_in_block). Each is a kernel of its own,
+// so that the ungrouped ones keep their registers and schedule (the CTA's group code in them cost
+// M = 16 0.6-0.9 us, docs/performance.md).
 enum class GroupStage { none, lanes, block };
 
 // The grouped kernels' copy of options.expert_bias in shared memory, taken before the grid barrier:
