@@ -23,7 +23,8 @@ struct RouterRow {
   int64_t m, experts, k, hidden;
   std::string mode;
   double router_us, gemm_us, cublas_us, unfused_us;
-  double fused_us;  // options.fused_selection (0: not applicable)
+  double scores_us;  // the scores path: the router with options.scores (0: not applicable, M <= 16)
+  double fused_us;   // the selection in the epilogue: options.fused_selection (0: not applicable)
 };
 
 // Mixtral-style routing (softmax over all experts, the k best, renormalized), or DeepSeek-V3's
@@ -58,27 +59,44 @@ RouterRow measure(int64_t m, int64_t experts, int k, int64_t hidden, bool deepse
 
   ops::RouterOptions fused = options;
   fused.fused_selection = true;
-  const bool has_fused = !deepseek && k <= 8 && m >= 65;
+  const bool has_fused = !deepseek && k <= 8 && experts <= 256 && m > 16;
   const std::size_t fused_bytes = ops::router_workspace_bytes(x, w, fused);
   void* fused_ws = arena.allocate(fused_bytes);
+  ops::RouterOptions scored = options;  // the f32 scores written (options.scores), then selected
+  scored.scores = logits_f32;
+  const bool has_scores = m > 16;
+  const std::size_t scored_bytes = ops::router_workspace_bytes(x, w, scored);
+  void* scored_ws = arena.allocate(scored_bytes ? scored_bytes : 16);
   const int per_graph = m <= 128 ? 50 : 5;
   std::vector<std::function<void(int)>> works = {
       [&](int) { ops::gemm_router(x, w, weights, ids, router_ws, router_bytes, stream, options); },
       [&](int) {
         gemm({x, Major::k}, {w, Major::k}, logits, stream, {.workspace = gemm_ws, .workspace_bytes = gemm_bytes});
       },
-      [&](int) { cublas.run({x, Major::k}, {w, Major::k}, logits); },
+      [&](int) {
+        cublas.run({x, Major::k}, {w, Major::k}, logits);
+      },
       [&](int) {
         cublas.run({x, Major::k}, {w, Major::k}, logits_f32);
         softmax_topk_after_gemm(static_cast<const float*>(logits_f32.data), ld, m, int(experts), k,
                                 static_cast<float*>(weights.data), static_cast<int32_t*>(ids.data), stream);
       }};
+  if (has_scores)
+    works.push_back([&](int) { ops::gemm_router(x, w, weights, ids, scored_ws, scored_bytes, stream, scored); });
   if (has_fused)
     works.push_back([&](int) { ops::gemm_router(x, w, weights, ids, fused_ws, fused_bytes, stream, fused); });
   const std::vector<Timing> t = time_side_by_side(works, stream, 3, per_graph, 5);
-  return {m, experts, k, hidden, deepseek ? "sigmoid_bias 8/4" : "topk_softmax",
-          t[0].median_ms * 1e3, t[1].median_ms * 1e3, t[2].median_ms * 1e3, t[3].median_ms * 1e3,
-          has_fused ? t[4].median_ms * 1e3 : 0.0};
+  return {m,
+          experts,
+          k,
+          hidden,
+          deepseek ? "sigmoid_bias 8/4" : "topk_softmax",
+          t[0].median_ms * 1e3,
+          t[1].median_ms * 1e3,
+          t[2].median_ms * 1e3,
+          t[3].median_ms * 1e3,
+          has_scores ? t[4].median_ms * 1e3 : 0.0,
+          has_fused ? t[4 + (has_scores ? 1 : 0)].median_ms * 1e3 : 0.0};
 }
 
 }  // namespace
@@ -92,8 +110,8 @@ int router_benchmark(const std::string& json_path) {
     int k;
     int64_t hidden;
   };
-  const std::vector<Config> configs = {{8, 2, 4096},   {64, 8, 2048},   {128, 8, 4096},
-                                       {256, 8, 7168}, {384, 8, 7168},  {512, 10, 4096}};
+  const std::vector<Config> configs = {{8, 2, 4096},   {64, 8, 2048},  {128, 8, 4096},
+                                       {256, 8, 7168}, {384, 8, 7168}, {512, 10, 4096}};
   std::vector<RouterRow> rows;
   for (const Config& c : configs)
     for (int64_t m : {1, 16, 128, 4096, 16384}) {
@@ -104,26 +122,27 @@ int router_benchmark(const std::string& json_path) {
   std::printf(
       "\nMoE router (bf16 X M x K, W_r E x K): coda's router (GEMM + selection, weights and ids) against coda's "
       "plain GEMM to bf16 logits (with a workspace: split K at small M), cuBLAS's, and cuBLAS to f32 logits + a "
-      "plain softmax/top-k kernel (one warp per token); fused: the router with options.fused_selection (the "
-      "selection's first half in the GEMM's epilogue, k <= 8, M >= 65). Times in microseconds (CUDA graphs, "
-      "median).\n");
-  std::printf("%6s %4s %3s %5s %-17s %9s %9s %7s %9s %9s %9s\n", "M", "E", "k", "K", "mode", "router", "coda GEMM",
-              "router/", "cuBLAS", "cuBLAS +", "fused");
-  std::printf("%6s %4s %3s %5s %-17s %9s %9s %7s %9s %9s %9s\n", "", "", "", "", "", "us", "us", "GEMM", "GEMM us",
-              "top-k us", "sel. us");
+      "plain softmax/top-k kernel (one warp per token); the router's two paths past decode, each forced: scores "
+      "(options.scores: the f32 scores written, then selected) and epilogue (options.fused_selection: selected in "
+      "the GEMM's epilogue, E <= 256, k <= 8, no groups). Times in microseconds (CUDA graphs, median).\n");
+  std::printf("%6s %4s %3s %5s %-17s %9s %9s %7s %9s %9s %9s %9s\n", "M", "E", "k", "K", "mode", "router", "coda GEMM",
+              "router/", "scores", "epilogue", "cuBLAS", "cuBLAS +");
+  std::printf("%6s %4s %3s %5s %-17s %9s %9s %7s %9s %9s %9s %9s\n", "", "", "", "", "", "us", "us", "GEMM", "path us",
+              "path us", "GEMM us", "top-k us");
   std::ofstream json(json_path);
   json << "{\n  \"device\": \"" << current_device().name << "\",\n  \"router\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const RouterRow& r = rows[i];
-    std::printf("%6lld %4lld %3lld %5lld %-17s %9.2f %9.2f %7.3f %9.2f %9.2f %9s\n", (long long)r.m,
+    const auto optional = [](double us) { return us > 0 ? std::to_string(us).substr(0, 7) : std::string("-"); };
+    std::printf("%6lld %4lld %3lld %5lld %-17s %9.2f %9.2f %7.3f %9s %9s %9.2f %9.2f\n", (long long)r.m,
                 (long long)r.experts, (long long)r.k, (long long)r.hidden, r.mode.c_str(), r.router_us, r.gemm_us,
-                r.router_us / r.gemm_us, r.cublas_us, r.unfused_us,
-                r.fused_us > 0 ? std::to_string(r.fused_us).substr(0, 7).c_str() : "-");
-    json << "    {\"m\": " << r.m << ", \"experts\": " << r.experts << ", \"k\": " << r.k << ", \"hidden\": " << r.hidden
-         << ", \"mode\": \"" << r.mode << "\", \"router_us\": " << r.router_us << ", \"coda_gemm_us\": " << r.gemm_us
-         << ", \"cublas_gemm_us\": " << r.cublas_us << ", \"cublas_topk_us\": " << r.unfused_us
-         << ", \"fused_selection_us\": " << r.fused_us << "}"
-         << (i + 1 < rows.size() ? "," : "") << "\n";
+                r.router_us / r.gemm_us, optional(r.scores_us).c_str(), optional(r.fused_us).c_str(), r.cublas_us,
+                r.unfused_us);
+    json << "    {\"m\": " << r.m << ", \"experts\": " << r.experts << ", \"k\": " << r.k
+         << ", \"hidden\": " << r.hidden << ", \"mode\": \"" << r.mode << "\", \"router_us\": " << r.router_us
+         << ", \"coda_gemm_us\": " << r.gemm_us << ", \"cublas_gemm_us\": " << r.cublas_us
+         << ", \"cublas_topk_us\": " << r.unfused_us << ", \"scores_path_us\": " << r.scores_us
+         << ", \"epilogue_path_us\": " << r.fused_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   json << "  ]\n}\n";
   cudaStreamDestroy(stream);

@@ -249,7 +249,8 @@ typedef struct coda_router_options {
   int32_t n_group;             /* sigmoid_bias: groups (1: none); divides E, >= 2 experts each */
   int32_t topk_group;          /* groups kept, 1 <= topk_group <= n_group */
   float routed_scaling_factor; /* finite, > 0 (1: none) */
-  int32_t fused_selection;     /* nonzero: select in the GEMM's epilogue (coda/ops/router.hpp); usually 0 */
+  int32_t fused_selection;     /* nonzero: select in the GEMM's epilogue wherever it can, not only where
+                                  it measured faster (coda/ops/router.hpp); usually 0 */
 } coda_router_options;
 
 /* weights f32 (M x k) and ids int32 (M x k), contiguous; optional (NULL: not written):

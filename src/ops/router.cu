@@ -1,13 +1,12 @@
-#include "coda/ops/router.hpp"
-
 #include <algorithm>
 #include <cmath>
 
 #include "coda/core/device.hpp"
-#include "coda/epilogue/parts.hpp"
+#include "coda/ops/router.hpp"
 #include "op_checks.hpp"
-#include "router_candidates.hpp"
 #include "router_decode.hpp"
+#include "router_epilogue.cuh"
+#include "router_fused.hpp"
 #include "router_select.cuh"
 #include "workspace_carve.hpp"
 
@@ -15,15 +14,6 @@ namespace coda::ops {
 namespace {
 
 constexpr const char* kFunction = "coda::ops::gemm_router";
-
-// Decode-sized batches: the program's GEMM would run ceil(M / 128) x ceil(E / 128) tiles on as many
-// SMs, where coda::gemm splits K over all of them; there the scores go through the workspace.
-constexpr int64_t kProgramMinRows = 65;
-
-bool uses_program(int64_t m, const RouterOptions& o) {
-  return o.fused_selection && m >= kProgramMinRows && o.k <= router_detail::kCandidates && o.n_group == 1 &&
-         o.scores.data == nullptr;
-}
 
 // Decode batches (router_decode.hpp): one cooperative kernel, unless the GEMM's options ask for
 // coda::gemm (a tile, a split, a CTA cap).
@@ -33,13 +23,12 @@ bool uses_decode(int64_t m, const RouterOptions& o) {
          o.gemm.stream_k == plain.stream_k && o.gemm.max_ctas == plain.max_ctas;
 }
 
-// The workspace (carved from `base`; null only counts): the program's partials (candidates, then
-// topk_softmax's lse unless renormalized), or the decode kernel's split partials (its scores stay
-// in shared memory), or the scores (unless options.scores takes them) and the GEMM's own workspace.
+// The workspace (carved from `base`; null only counts): the decode kernel's split partials (its
+// scores stay in shared memory), or the GEMM's own workspace (a K split) behind the scores (unless
+// options.scores takes them, or the epilogue selects and writes none).
 struct Workspace {
-  bool program, decode;
-  TensorView candidates, lse;  // the program's
-  TensorView scores;           // the scores path's
+  bool decode, fused;
+  TensorView scores;  // the scores path's
   void* gemm = nullptr;
   std::size_t gemm_bytes = 0;
   float* split_partials = nullptr;  // the decode kernel's
@@ -47,25 +36,26 @@ struct Workspace {
   std::size_t bytes = 0;
 
   Workspace(void* base, const TensorView& x, const TensorView& w, const RouterOptions& o)
-      : program(uses_program(x.rows(), o)), decode(!program && uses_decode(x.rows(), o)) {
+      : decode(uses_decode(x.rows(), o)),
+        fused(!decode && router_detail::fused_selection_applies(x.rows(), w.rows(), o)) {
     const int64_t m = x.rows(), experts = w.rows();
     Carve carve(base);
-    if (program) {
-      const int64_t parts = epilogue::parts_along(experts);
-      candidates = carve.matrix(DType::f32, m, parts * 2 * router_detail::kCandidates);
-      if (router_detail::needs_log_sum_exp(o.mode, o.renormalize)) lse = carve.matrix(DType::f32, m, parts);
-    } else if (decode) {
+    if (decode) {
       scores = o.scores;  // empty unless asked for
       splits = router_detail::decode_splits(experts, x.cols());
       split_partials = static_cast<float*>(carve.take(std::size_t(splits * m * experts) * sizeof(float)));
     } else {
       const int64_t ld = (experts + 3) / 4 * 4;  // rows 16-byte aligned (TMA stores)
-      scores = o.scores.data ? o.scores
-                             : TensorView::matrix(carve.take(std::size_t(m * ld) * sizeof(float)), DType::f32, m,
-                                                  experts, ld);
-      TensorView sized = scores;  // the size query wants an address; any aligned one will do
+      if (!fused)
+        scores = o.scores.data
+                     ? o.scores
+                     : TensorView::matrix(carve.take(std::size_t(m * ld) * sizeof(float)), DType::f32, m, experts, ld);
+      // The size query wants an output; any aligned address will do (the fused GEMM writes none).
+      TensorView sized = fused ? TensorView::matrix(nullptr, DType::f32, m, experts, ld) : scores;
       if (!sized.data) sized.data = reinterpret_cast<void*>(uintptr_t(256));
-      gemm_bytes = gemm_workspace_bytes({x, Major::k}, {w, Major::k}, sized, o.gemm);
+      GemmOptions gemm_options = o.gemm;
+      if (fused) gemm_options.tile = router_detail::fused_tile(experts);
+      gemm_bytes = gemm_workspace_bytes({x, Major::k}, {w, Major::k}, sized, gemm_options);
       gemm = carve.take(gemm_bytes);
     }
     bytes = carve.used();
@@ -100,8 +90,6 @@ void check_router(ArgumentCheck& check, const TensorView& x, const TensorView& w
                 " kept group(s) hold only ", o.topk_group * group_size, " experts");
   check.require(std::isfinite(o.routed_scaling_factor) && o.routed_scaling_factor > 0.0f,
                 "options.routed_scaling_factor", "is ", o.routed_scaling_factor, " but must be finite and > 0");
-  check.require(!o.fused_selection || o.gemm.tile == GemmTile::automatic || o.gemm.tile == GemmTile::m128n256,
-                "options.gemm.tile", "is ", o.gemm.tile, " but fused_selection runs on m128n256 (or automatic)");
   check_partials(check, "weights", weights, g.m, o.k, "one row per row of x", "k columns");
   auto check_slots = [&](const char* argument, const TensorView& view) {  // M x k int32, contiguous
     check.not_null(argument, view.data).rank_in(argument, view, 2, 2).dtype_in(argument, view.dtype, {DType::i32});
@@ -187,19 +175,14 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     check.throw_if_error();
 
     const int64_t m = x.rows(), experts = w.rows();
+    GemmOptions gemm = options.gemm;
+    gemm.workspace = ws.gemm;
+    gemm.workspace_bytes = ws.gemm_bytes;
     router_detail::SelectArgs a;
-    if (ws.program) {
-      router_detail::launch_candidates(x, w, ws.candidates, ws.lse, options, kFunction, stream);
-      a.candidates = static_cast<const float*>(ws.candidates.data);
-      a.lse_parts = static_cast<const float*>(ws.lse.data);
-      a.parts = int(epilogue::parts_along(experts));
-    } else if (ws.decode) {
+    if (ws.decode) {
       a.scores = static_cast<const float*>(ws.scores.data);  // the scores output, or null
       a.scores_ld = ws.scores.data ? ws.scores.ld() : 0;
-    } else {
-      GemmOptions gemm = options.gemm;
-      gemm.workspace = ws.gemm;
-      gemm.workspace_bytes = ws.gemm_bytes;
+    } else if (!ws.fused) {
       coda::gemm({x, Major::k}, {w, Major::k}, ws.scores, stream, gemm);
       a.scores = static_cast<const float*>(ws.scores.data);
       a.scores_ld = ws.scores.ld();
@@ -221,9 +204,23 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
                                    static_cast<int32_t*>(options.expert_counts.data), stream);
       return;
     }
-    const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
-    const int candidates = ws.program ? a.parts * router_detail::kCandidates : int(experts);
-    router_detail::with_per_lane(candidates, [&]<int kPerLane>() { launch_selection<kPerLane>(a, blocks, stream); });
+    if (ws.fused) {
+      const router_detail::FusedArgs f{.expert_bias = a.expert_bias,
+                                       .mode = a.mode,
+                                       .experts = a.experts,
+                                       .k = a.k,
+                                       .renormalize = a.renormalize,
+                                       .scale = a.scale,
+                                       .rows = int32_t(m),
+                                       .weights = a.weights,
+                                       .ids = a.ids,
+                                       .token_expert_indices = a.token_expert_indices};
+      router_detail::launch_fused(x, w, f, gemm, kFunction, stream);
+    } else {
+      const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
+      router_detail::with_per_lane(int(experts),
+                                   [&]<int kPerLane>() { launch_selection<kPerLane>(a, blocks, stream); });
+    }
     if (options.expert_counts.data) {
       int32_t* counts = static_cast<int32_t*>(options.expert_counts.data);
       CODA_CUDA_CHECK(cudaMemsetAsync(counts, 0, std::size_t(experts) * sizeof(int32_t), stream));
@@ -237,9 +234,9 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
 }
 
 Status try_gemm_router(const TensorView& x, const TensorView& w, const TensorView& weights, const TensorView& ids,
-                       void* workspace, std::size_t workspace_bytes, cudaStream_t stream, const RouterOptions& options) {
-  return status_of(kFunction,
-                   [&] { gemm_router(x, w, weights, ids, workspace, workspace_bytes, stream, options); });
+                       void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                       const RouterOptions& options) {
+  return status_of(kFunction, [&] { gemm_router(x, w, weights, ids, workspace, workspace_bytes, stream, options); });
 }
 
 }  // namespace coda::ops

@@ -1,6 +1,5 @@
 // Internal: the router's selection (coda/ops/router.hpp): one warp per token turns the
-// token's candidates (the GEMM epilogue's per-part top-k lists, or its whole row of scores) into
-// k (weight, expert) slots. Every step runs in a fixed order: the same bits run after run.
+// token's row of scores into k (weight, expert) slots. Every step runs in a fixed order: the same bits run after run.
 #pragma once
 
 #include <cmath>
@@ -10,7 +9,6 @@
 #include "coda/epilogue/monoids.hpp"
 #include "coda/ops/router.hpp"
 #include "coda/sm90/grid_dependency.cuh"
-#include "router_candidates.hpp"
 #include "router_groups.cuh"
 #include "router_select_common.cuh"
 
@@ -79,54 +77,31 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
   const bool needs_lse = needs_log_sum_exp(a.mode, a.renormalize);
 
-  // 1. The token's candidates in registers: (selection score, expert), bit i of `live` set for a
+  // 1. The token's scores in registers: (selection score, expert), bit i of `live` set for a
   // selectable one (not NaN). Indices are constants after unrolling: no local memory.
   float value[kPerLane];
   int32_t id[kPerLane];
   uint32_t live = 0;
   float lse = 0.0f;
-  if (kLaneOrder || a.scores) {
-    const float* row = a.scores + m * a.scores_ld;
+  const float* row = a.scores + m * a.scores_ld;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = kLaneOrder ? lane * kPerLane + i : lane + 32 * i;
-      const float score = e < a.experts ? row[e] : NAN;
-      value[i] = sigmoid ? sigmoid_selection_score(a, score, e) : score;
-      id[i] = e;
-      if (value[i] == value[i]) live |= 1u << i;
-    }
-    if (needs_lse) {  // over the non-NaN scores (value holds s here)
-      float scores[kPerLane];
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = kLaneOrder ? lane * kPerLane + i : lane + 32 * i;
+    const float score = e < a.experts ? row[e] : NAN;
+    value[i] = sigmoid ? sigmoid_selection_score(a, score, e) : score;
+    id[i] = e;
+    if (value[i] == value[i]) live |= 1u << i;
+  }
+  if (needs_lse) {  // over the non-NaN scores (value holds s here)
+    float scores[kPerLane];
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) scores[i] = (live >> i & 1u) ? value[i] : -INFINITY;
-      epilogue::LogSumExp::State parts = epilogue::LogSumExp::fold(scores);
+    for (int i = 0; i < kPerLane; ++i) scores[i] = (live >> i & 1u) ? value[i] : -INFINITY;
+    epilogue::LogSumExp::State parts = epilogue::LogSumExp::fold(scores);
 #pragma unroll
-      for (int mask = 16; mask >= 1; mask /= 2)
-        parts = epilogue::LogSumExp::combine(
-            parts, {__shfl_xor_sync(0xffffffffu, parts.max, mask), __shfl_xor_sync(0xffffffffu, parts.sum, mask)});
-      lse = __shfl_sync(0xffffffffu, epilogue::LogSumExp::finish(parts), 0);
-    }
-  } else {
-    const int count = a.parts * kCandidates;  // <= 32: one per lane
-    const float* row = a.candidates + m * int64_t(count) * 2;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      value[i] = -INFINITY;
-      id[i] = -1;
-    }
-    if (lane < count) {
-      const float* slot = row + int64_t(lane / kCandidates) * 2 * kCandidates;
-      const int j = lane % kCandidates;
-      value[0] = slot[j];
-      id[0] = __float_as_int(slot[kCandidates + j]);
-      if (id[0] >= 0) live = 1u;
-    }
-    if (needs_lse) {  // the parts' lse in order, on every lane alike
-      epilogue::LogSumExp::State all = epilogue::LogSumExp::identity();
-      for (int part = 0; part < a.parts; ++part)
-        all = epilogue::LogSumExp::combine(all, {a.lse_parts[m * a.parts + part], 1.0f});
-      lse = epilogue::LogSumExp::finish(all);
-    }
+    for (int mask = 16; mask >= 1; mask /= 2)
+      parts = epilogue::LogSumExp::combine(
+          parts, {__shfl_xor_sync(0xffffffffu, parts.max, mask), __shfl_xor_sync(0xffffffffu, parts.sum, mask)});
+    lse = __shfl_sync(0xffffffffu, epilogue::LogSumExp::finish(parts), 0);
   }
 
   // 2. Grouped selection (scores only: every expert of a group): a group scores its two best; the
@@ -194,9 +169,8 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
       case RoutingMode::topk_softmax:
         weight = renormalized_softmax ? my_value : expf(my_value - lse);
         break;
-      case RoutingMode::sigmoid_bias:  // a candidate carries only p + bias: p is that sum less the bias
-        weight = a.scores ? epilogue::sigmoid(a.scores[m * a.scores_ld + my_id])
-                          : my_value - (a.expert_bias ? a.expert_bias[my_id] : 0.0f);
+      case RoutingMode::sigmoid_bias:  // p of the score, not the selection score less the bias
+        weight = epilogue::sigmoid(a.scores[m * a.scores_ld + my_id]);
         break;
     }
   }
@@ -240,7 +214,7 @@ template <int kPerLane>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kPerLane < 16 ? 12 : 6)
     select_experts(SelectArgs a, int scratch_bytes) {
   extern __shared__ __align__(16) unsigned char scratch_of[];
-  sm90::wait_for_prerequisite_grids();  // the scores or candidates (a programmatic launch)
+  sm90::wait_for_prerequisite_grids();  // the scores (a programmatic launch)
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int64_t m = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
   if (m >= a.rows) return;  // the whole warp

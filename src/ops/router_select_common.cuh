@@ -16,8 +16,8 @@
 namespace coda::ops::router_detail {
 
 inline constexpr int kWarpsPerBlock = 4;
-// Each lane holds candidates lane, lane + 32, ... in registers: a whole row of scores (E <= 512) or
-// the parts' candidate lists (at most 4 x 8). The kernel is compiled for 1, 2, 4, 8 and 16 per lane
+// Each lane holds candidates lane, lane + 32, ... in registers: a whole row of scores (E <= 512).
+// The kernel is compiled for 1, 2, 4, 8 and 16 per lane
 // (per_lane_for): every round of the selection scans each lane's entries, so a row of 256 scans 8.
 inline constexpr int kMaxPerLane = int(kRouterMaxExperts / 32);
 inline int per_lane_for(int candidates) {
@@ -46,12 +46,7 @@ void with_per_lane(int candidates, F&& f) {
 inline constexpr int kMaxGroups = 256;  // n_group: at least two experts per group
 
 struct SelectArgs {
-  // Candidates: either the epilogue's partials (M x parts slots of 2 kCandidates words, and
-  // topk_softmax's lse partials M x parts), or the scores (M x E, ld scores_ld).
-  const float* candidates = nullptr;
-  const float* lse_parts = nullptr;
-  int parts = 0;
-  const float* scores = nullptr;
+  const float* scores = nullptr;  // M x E, ld scores_ld
   int64_t scores_ld = 0;
 
   const float* expert_bias = nullptr;  // f32 E, or null
@@ -156,8 +151,7 @@ struct WarpScratch {
 inline constexpr std::size_t kSlotScratchBytes = sizeof(int32_t) * kRouterMaxK;
 static_assert(offsetof(WarpScratch, chosen) == 0 && offsetof(WarpScratch, value) == kSlotScratchBytes);
 
-/// Whether the weights need the log-sum-exp of all E scores (the fused program's lse partials):
-/// topk_softmax unless renormalized, where it cancels (the weights are the softmax over the k
+/// Whether the weights need the log-sum-exp of all E scores: topk_softmax unless renormalized, where it cancels (the weights are the softmax over the k
 /// selected, softmax_topk's formula).
 CODA_HD bool needs_log_sum_exp(RoutingMode mode, bool renormalize) {
   return mode == RoutingMode::topk_softmax && !renormalize;

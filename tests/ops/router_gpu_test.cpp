@@ -5,9 +5,10 @@
 // fp32 rounds: two experts within a few ulps may swap, so there the ids must form a valid selection
 // of the fp64 scores up to 1e-6 (order, nothing better left out, only kept groups) and the weights
 // must be the fp64 formula's at the GPU's ids. Every path (the decode kernel at M <= 16; the GEMM's
-// scores; with fused_selection, the epilogue's candidates where k <= 8, no groups and M >= 65),
+// scores; with fused_selection, the selection in the GEMM's epilogue where k <= 8, no groups and E <= 256),
 // every mode, E from 1 to 512, k from 1 to 32 and E, NaN rows (a padded batch), the dispatch
-// outputs, and bitwise repeatability with a garbage workspace.
+// outputs, and bitwise repeatability with a garbage workspace. The epilogue's selection is also
+// checked against the scores path on fine random scores (FusedSelectionMatchesTheScoresPath).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,9 +36,10 @@ struct Case {
   int32_t n_group = 1, topk_group = 1;
   float scale = 1.0f;
   std::vector<int64_t> nan_rows{};
-  bool fused = false;  // options.fused_selection (runs where k <= 8, no groups, M >= 65)
+  bool fused = false;  // options.fused_selection (runs where k <= 8, no groups, E <= 256, M > 16)
   DType input = DType::bf16;
   int split_k = 0;  // options.gemm.split_k: nonzero sends a decode batch through coda::gemm
+  GemmTile tile = GemmTile::automatic;  // options.gemm.tile
 };
 
 std::string describe(const Case& c) {
@@ -108,7 +110,7 @@ struct RouterRun {
             .expert_counts = counts.vector_view(),
             .scores = {},
             .fused_selection = c.fused,
-            .gemm = {.split_k = c.split_k}};
+            .gemm = {.tile = c.tile, .split_k = c.split_k}};
   }
 
   Outputs route(const Case& c, uint64_t seed) {
@@ -221,7 +223,7 @@ void expect_valid_sigmoid_selection(const Case& c, const reference::Matrix& scor
 }
 
 void expect_routes_like_the_reference(Case c) {
-  if (c.fused == false && c.m >= 65 && c.k <= 8 && c.n_group == 1) {  // both paths
+  if (c.fused == false && c.m > 16 && c.k <= 8 && c.n_group == 1 && c.experts <= 256) {  // both paths
     c.fused = true;
     expect_routes_like_the_reference(c);
     c.fused = false;
@@ -396,7 +398,7 @@ TEST(RouterGpu, DecodeBatchReplaysFromACudaGraph) {
 
 TEST(RouterGpu, BitwiseRepeatable) {
   CODA_REQUIRE_HOPPER();
-  for (int64_t m : {16, 1000}) {
+  for (int64_t m : {16, 1000, 8192}) {  // decode, the scores path, the epilogue's selection
     Case c{m, 256, 2048, RoutingMode::topk_softmax, 8, true};
     RouterRun run(c);
     run.x.random(-2, 2).upload();  // fine values: no exact sums, the bits still repeat
@@ -426,6 +428,78 @@ TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
     const reference::Matrix got = scores.host.matrix();
     for (int64_t m = 0; m < c.m; ++m)
       for (int64_t e = 0; e < c.experts; ++e) ASSERT_EQ(got(m, e), want(m, e)) << m << ", " << e;
+  }
+}
+
+// The epilogue's selection (fused_selection: E <= 256, k <= 8, no groups) against the scores path's
+// on the same accumulators (its GEMM forced onto the epilogue's tile, m128n128 to E = 128 and
+// m128n256 above, with the same K split): fine random inputs, where the fast path (chunk threshold,
+// truncated keys) settles most rows, beside rows of zeros (every score tied: the exact rounds) and
+// NaN rows, at M from one tile row to a K split's few tiles and many; the ids must be the same, the
+// weights equal to fp32 rounding (their sums run in another order).
+TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
+  CODA_REQUIRE_HOPPER();
+  struct Shape {
+    int64_t m, experts, k_dim;
+    RoutingMode mode;
+    int32_t k;
+    bool renormalize, bias;
+    bool near_tie = false;  // experts 5 and 9 score the most, within a few ulps or equal
+  };
+  for (const Shape& shape : std::vector<Shape>{{100, 256, 1024, RoutingMode::topk_softmax, 8, true, false},
+                                               {1000, 256, 2048, RoutingMode::topk_softmax, 8, false, false},
+                                               {4100, 128, 512, RoutingMode::softmax_topk, 6, false, false},
+                                               {300, 64, 512, RoutingMode::topk_softmax, 8, true, false},
+                                               {257, 160, 512, RoutingMode::sigmoid_bias, 8, true, true},
+                                               {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true},
+                                               {129, 8, 256, RoutingMode::softmax_topk, 2, false, false},
+                                               {70, 60, 256, RoutingMode::topk_softmax, 1, false, false},
+                                               {200, 200, 256, RoutingMode::topk_softmax, 7, true, false},
+                                               {300, 64, 512, RoutingMode::topk_softmax, 1, false, false, true},
+                                               {300, 256, 512, RoutingMode::softmax_topk, 2, false, false, true}}) {
+    Case c{shape.m, shape.experts, shape.k_dim, shape.mode, shape.k, shape.renormalize, shape.bias};
+    c.nan_rows = {1, shape.m - 2};
+    SCOPED_TRACE(describe(c));
+    RouterRun run(c);
+    run.x.random(shape.near_tie ? 0.0 : -1.0, 1);
+    run.w.random(-1, 1);
+    if (shape.near_tie) {  // rows of ones, one of them a bf16 ulp higher in its first column
+      for (int64_t e : {5, 9})
+        for (int64_t j = 0; j < c.k_dim; ++j) {
+          const uint16_t bits = float_to_bf16_bits(e == 9 && j == 0 ? 1.0078125f : 1.0f);
+          std::memcpy(&run.w.host.bytes[std::size_t((e * run.w.host.view.ld() + j) * 2)], &bits, 2);
+        }
+    }
+    for (int64_t r : {int64_t(0), shape.m / 2, shape.m - 1})  // a padded token: every score 0
+      std::memset(&run.x.host.bytes[std::size_t(r * run.x.host.view.ld() * 2)], 0, std::size_t(c.k_dim * 2));
+    for (int64_t r : c.nan_rows)
+      for (int64_t j = 0; j < c.k_dim; ++j) {
+        const uint16_t nan = 0x7FC0;
+        std::memcpy(&run.x.host.bytes[std::size_t((r * run.x.host.view.ld() + j) * 2)], &nan, 2);
+      }
+    run.x.upload();
+    run.w.upload();
+    c.fused = true;
+    const Outputs fused = run.route(c, 3);
+    c.fused = false;
+    c.tile = c.experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256;
+    const Outputs scores = run.route(c, 4);
+    // topk_softmax's exp(s - lse) moves by about ulp(|lse|) relative between the two sums' orders.
+    const bool lse = shape.mode == RoutingMode::topk_softmax && !shape.renormalize;
+    const float tolerance = 1e-6f + (lse ? 1e-6f * std::sqrt(float(shape.k_dim)) : 0.0f);
+    int mismatches = 0;
+    for (std::size_t i = 0; i < fused.ids.size() && mismatches < 5; ++i) {
+      const bool same_weight =
+          std::abs(fused.weights[i] - scores.weights[i]) <= tolerance * std::max(1.0f, scores.weights[i]);
+      if (fused.ids[i] != scores.ids[i] || !same_weight) {
+        ++mismatches;
+        ADD_FAILURE() << "token " << i / std::size_t(c.k) << " slot " << i % std::size_t(c.k) << ": expert "
+                      << fused.ids[i] << " weight " << fused.weights[i] << ", the scores path's " << scores.ids[i]
+                      << " weight " << scores.weights[i];
+      }
+    }
+    EXPECT_EQ(fused.token_expert_indices, scores.token_expert_indices);
+    EXPECT_EQ(fused.counts, scores.counts);
   }
 }
 

@@ -102,17 +102,18 @@ TEST(RouterValidation, OptionRules) {
   a.options.routed_scaling_factor = 0.0f;
   EXPECT_THAT(a.error(), HasSubstr("argument 'options.routed_scaling_factor': is 0 but must be finite and > 0"));
   a = {};
-  a.options.fused_selection = true;
-  a.options.gemm.tile = GemmTile::pingpong_m128n128;
-  EXPECT_THAT(a.error(), HasSubstr("argument 'options.gemm.tile': is pingpong_m128n128 but fused_selection runs on"));
-  a = {};
   a.options.mode = ops::RoutingMode(7);
   EXPECT_THAT(a.error(), HasSubstr("argument 'options.mode': is 7, not a RoutingMode"));
 }
 
+// A decode batch (M <= 16): its workspace needs no GPU to size (the GEMM paths ask the GEMM's plan).
+constexpr int64_t kDecodeM = 8;
+
 TEST(RouterValidation, WorkspaceRules) {
   Arguments a;
-  a.options.fused_selection = true;  // its workspace needs no GPU to size (the scores path asks the GEMM's plan)
+  a.x = tile(kDecodeM, kK);
+  a.weights = tile(kDecodeM, 8, DType::f32);
+  a.ids = tile(kDecodeM, 8, DType::i32);
   const std::size_t needed = ops::router_workspace_bytes(a.x, a.w, a.options);
   EXPECT_GT(needed, 0u);
   EXPECT_THAT(ops::try_gemm_router(a.x, a.w, a.weights, a.ids, memory, needed - 1, nullptr, a.options).message(),
@@ -162,14 +163,12 @@ TEST(RouterValidation, CAbi) {
   EXPECT_EQ(bytes, 0u);
   EXPECT_EQ(std::string(coda_last_error()), "coda_router_workspace_bytes: argument 'options': is a null pointer");
   CRouterCall ok;
-  ok.options.fused_selection = 1;
+  ok.x.shape[0] = kDecodeM;
   EXPECT_EQ(coda_router_workspace_bytes(&ok.x, &ok.w, &ok.options, nullptr, &bytes), CODA_OK) << coda_last_error();
-  Arguments fused;
-  fused.options.fused_selection = true;
-  fused.options.renormalize = true;  // as ok.options: renormalized, the program keeps no log-sum-exp
-  EXPECT_EQ(bytes, ops::router_workspace_bytes(fused.x, fused.w, fused.options));
-  fused.options.renormalize = false;
-  EXPECT_GT(ops::router_workspace_bytes(fused.x, fused.w, fused.options), bytes);
+  Arguments decode;
+  decode.x = tile(kDecodeM, kK);
+  EXPECT_EQ(bytes, ops::router_workspace_bytes(decode.x, decode.w, decode.options));
+  EXPECT_GT(bytes, 0u);
 }
 
 }  // namespace

@@ -36,12 +36,12 @@
 // How it runs: at M <= 16 (decode), one cooperative kernel reads the weight over every SM (K split
 // across CTAs, tensor-core dot products), adds the splits' partials in a fixed order after a grid
 // barrier and selects in the same launch (src/ops/router_decode.hpp); options.gemm's tile, split_k,
-// stream_k or max_ctas send a decode batch through coda::gemm instead. Otherwise coda::gemm writes
-// the f32 scores (to the workspace, or to options.scores), then a kernel of one warp per token
-// selects from them, the row in registers. With fused_selection (k <= 8,
-// no groups, M >= 65) the GEMM's epilogue keeps each 128-column part's 8 best candidates per row
-// instead (epilogue/programs/router.hpp) and the same kernel merges those: the scores are never
-// written, but that GEMM runs slower than the selection it saves (docs/performance.md).
+// stream_k or max_ctas send a decode batch through coda::gemm instead. Larger batches where E <=
+// 256, k <= 8, no groups and no scores output select in the GEMM's epilogue (src/ops/router_
+// epilogue.cuh: a tile's consumers hold whole rows, four lanes a row; the scores are never
+// written) where that measured faster (M >= 4096 at E <= 128, M >= 8192 above) or where
+// options.fused_selection asks; otherwise coda::gemm writes the f32 scores (to the workspace, or to
+// options.scores) and a kernel of one warp per token selects from them. Same rules, same ids.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -69,8 +69,8 @@ struct RouterOptions {
   TensorView token_expert_indices;     // optional output: int32 (M x k)
   TensorView expert_counts;            // optional output: int32 (E)
   TensorView scores;                   // optional output: f32 (M x E)
-  // Select in the GEMM's epilogue (where k <= 8, no groups, no scores output, M >= 65; on the m128n256
-  // tile): the scores are never written. Off by default: measured slower (docs/performance.md).
+  // Select in the GEMM's epilogue at any M > 16 where it can (k <= 8, no groups, E <= 256, no
+  // scores output, gemm.tile automatic), not only where it measured faster (above).
   bool fused_selection = false;
   GemmOptions gemm;                    // the GEMM's tile and CTA cap (its workspace: the router's)
 };

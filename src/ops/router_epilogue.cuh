@@ -1,0 +1,516 @@
+// Internal: the router's selection in the GEMM's epilogue (coda/ops/router.hpp, fused_selection):
+// the mainloop's seam epilogue (mainloop/epilogue_seam.cuh) on tiles whose consumers split along M
+// (m128n256, m128n128), so a consumer holds whole rows of E <= 256 scores and the four lanes of a
+// quad hold one row, V = E_tile / 4 values each. Each row becomes its k <= 8 (weight, expert) slots
+// from the fp32 accumulators; the scores are never written.
+//
+// Per row, in the quad (docs/kernels.md, "MoE routing"):
+//   1. each lane's 8 chunk maxima of its selection scores (V / 8 consecutive values each);
+//   2. T = the k-th largest of the quad's 32 chunk maxima: k distinct experts score >= T, so every
+//      one of the k best does, and all of them lie in the chunks whose maximum is >= T;
+//   3. those chunks (at most 8 unless chunk maxima tie at T) are copied to the warp's shared memory;
+//   4. each lane keys two of them with 32 bits (the score's order-preserving code less its low 6
+//      bits, above the candidate's place), sorts them, and two bitonic merges across the quad give
+//      the k largest keys: the exact selection unless the best key left out shares the k-th's
+//      truncated code (then the copied chunks again, with exact 64-bit keys); two of the k best
+//      sharing one are put in exact order.
+// Rows whose chunk maxima tie at T (rows of zeros, NaN rows, fewer than k selectable scores) take
+// k exact rounds over the lanes' registers (select_exactly). Every path keeps the rule of the
+// others: larger score first, ties to the lower id, NaN never; unfilled slots take the lowest
+// unchosen ids at weight 0. Warp-uniform control around every shuffle.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "coda/epilogue/math.hpp"
+#include "coda/epilogue/monoids.hpp"
+#include "coda/mainloop/epilogue_seam.cuh"
+#include "coda/ops/router.hpp"
+#include "coda/sm90/barrier.cuh"
+#include "router_quad.cuh"
+#include "router_select_common.cuh"
+
+namespace coda::ops::router_detail {
+
+inline constexpr int kFusedMaxK = 8;
+inline constexpr int kFusedMaxExperts = 256;
+
+/// The epilogue's parameters: the selection's rules and its outputs.
+struct FusedArgs {
+  const float* expert_bias = nullptr;  // f32 E, or null
+  RoutingMode mode = RoutingMode::softmax_topk;
+  int32_t experts = 0;
+  int32_t k = 1;
+  bool renormalize = false;
+  float scale = 1.0f;
+  int32_t rows = 0;
+  float* weights = nullptr;  // M x k
+  int32_t* ids = nullptr;
+  int32_t* token_expert_indices = nullptr;  // or null
+};
+
+namespace fused {
+
+inline constexpr int kChunks = 8;  // per lane and row
+inline constexpr int kSlots = 8;   // chunks a row copies to shared memory (k <= 8)
+
+// One row's copied chunks, in the warp's shared memory: the logits (the scores are recomputed from
+// them, bit for bit) and each chunk's first column. Rows 4 words longer than their data: the
+// quads' 16-byte stores of one chunk each fall in different banks.
+template <int kChunk>
+struct RowChunks {
+  float logit[kSlots][kChunk];
+  int32_t first_col[kSlots];
+  float pad[4];
+};
+
+/// A thread's two rows of one 64-row block, V values each: value v of row half h is accumulator
+/// 4 (v / 2) + 2 h + v % 2, column 8 (v / 2) + v % 2 + 2 (lane % 4) (epilogue_seam.cuh).
+template <int V>
+struct RowLayout {
+  static_assert(V % 16 == 0 && V <= 64, "rows of 64 to 256 columns");
+  static constexpr int kChunk = V / kChunks;
+  static constexpr int index(int v, int h) { return 4 * (v / 2) + 2 * h + v % 2; }
+  static constexpr int col(int v) { return 8 * (v / 2) + v % 2; }
+};
+
+// The selection score of a logit: itself, or sigmoid_bias's sigmoid(s) + bias (the scores path's
+// sigmoid_selection_score, the same bits). kSigmoid is a template parameter: a run-time test would
+// leave the sigmoid's instructions in every mode's path.
+// `bias`: the expert bias in shared memory, or null.
+template <bool kSigmoid>
+__device__ __forceinline__ float selection_score(const float* bias, float logit, int col) {
+  if constexpr (!kSigmoid) return logit;
+  else return epilogue::sigmoid(logit) + (bias ? bias[col] : 0.0f);
+}
+
+/// What a lane hands the weights for its slots (j = lane % 4 and j + 4 of the row).
+struct Slot {
+  float score = 0.0f;   // selection score
+  float p = 0.0f;       // sigmoid_bias's weight before renormalizing: sigmoid(s)
+  int32_t id = -1;      // -1: a slot past k
+  bool filled = false;  // false: nothing selectable was left for it (weight 0)
+};
+
+// k exact rounds over the lanes' registers, for a quad the fast path could not settle (`keep`:
+// it could, and its slots stay): each round the quad's best score ranking after the last one
+// taken (larger first, ties to the lower column, NaN never). Slots no selectable score filled take
+// the lowest ids not chosen. The row's values become its selection scores in place (the row is
+// done with them): rounds over logits would recompute the sigmoid in each, or hold the scores
+// beside the accumulators and spill. So sigmoid_bias takes a slot's p as its score less the bias.
+// The chosen ids go through the row's shared memory (`chosen`, the chunks' first columns, read
+// before).
+template <int V, bool kSigmoid, int N>
+__device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* bias, float (&acc)[N], int lane_col,
+                                               bool keep, int32_t (&chosen)[kSlots], Slot (&mine)[2]) {
+  using Layout = RowLayout<V>;
+  const int quad_lane = int(threadIdx.x % 4u);
+  if constexpr (kSigmoid)
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      acc[Layout::index(v, 0)] = selection_score<true>(bias, acc[Layout::index(v, 0)], lane_col + Layout::col(v));
+    }
+  float last_score = INFINITY;
+  int last_col = -1, filled = 0;
+  for (int slot = 0; slot < a.k; ++slot) {
+    // The lane's best in four interleaved chains (each in column order, so that ties keep the
+    // first), then merged: one chain of V compare-and-selects would be the round's latency.
+    bool chain_have[4] = {false, false, false, false};
+    float chain_score[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int chain_col[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int c = v % 4, col = lane_col + Layout::col(v);
+      const float score = acc[Layout::index(v, 0)];
+      const bool after = score < last_score || (score == last_score && col > last_col);
+      if (after && (!chain_have[c] || score > chain_score[c])) {
+        chain_have[c] = true;
+        chain_score[c] = score;
+        chain_col[c] = col;
+      }
+    }
+    bool have = chain_have[0];
+    float best_score = chain_score[0];
+    int best_col = chain_col[0];
+#pragma unroll
+    for (int c = 1; c < 4; ++c)
+      if (chain_have[c] &&
+          (!have || chain_score[c] > best_score || (chain_score[c] == best_score && chain_col[c] < best_col))) {
+        have = true;
+        best_score = chain_score[c];
+        best_col = chain_col[c];
+      }
+#pragma unroll
+    for (int mask = 1; mask <= 2; mask *= 2) {
+      const bool other = __shfl_xor_sync(0xffffffffu, int(have), mask) != 0;
+      const float other_score = __shfl_xor_sync(0xffffffffu, best_score, mask);
+      const int other_col = __shfl_xor_sync(0xffffffffu, best_col, mask);
+      if (other && (!have || other_score > best_score || (other_score == best_score && other_col < best_col))) {
+        have = true;
+        best_score = other_score;
+        best_col = other_col;
+      }
+    }
+    if (have) {
+      last_score = best_score;
+      last_col = best_col;
+      ++filled;
+    }
+    if (quad_lane == 0) chosen[slot] = best_col;
+    float p = best_score;
+    if constexpr (kSigmoid) p -= bias ? bias[best_col] : 0.0f;
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+      if (!keep && slot == quad_lane + 4 * s) mine[s] = {best_score, p, best_col, have};
+  }
+  __syncwarp();
+  if (keep) return;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int j = quad_lane + 4 * s;
+    if (j >= a.k || mine[s].filled) continue;
+    int wanted = j - filled;  // the filled slots come first
+    int32_t e = 0;
+    for (;; ++e) {
+      bool taken = false;
+      for (int i = 0; i < filled; ++i) taken = taken || chosen[i] == e;
+      if (!taken && wanted-- == 0) break;
+    }
+    mine[s].id = e;
+  }
+}
+
+// The weights of a row's slots (the scores path's formulas, select_token) and the outputs.
+__device__ __forceinline__ void write_slots(const FusedArgs& a, int32_t row, const Slot (&mine)[2], float lse) {
+  const int lane = int(threadIdx.x % 32u), quad_lane = lane % 4;
+  const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
+  float w[2];
+  if (a.mode == RoutingMode::softmax_topk || renormalized_softmax) {
+    const float top = __shfl_sync(0xffffffffu, mine[0].score, lane & ~3);  // slot 0, the largest
+#pragma unroll
+    for (int s = 0; s < 2; ++s) w[s] = mine[s].filled ? expf(mine[s].score - top) : 0.0f;
+    const float sum = quad_sum(w[0] + w[1]);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) w[s] /= sum;
+  } else if (a.mode == RoutingMode::topk_softmax) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) w[s] = mine[s].filled ? expf(mine[s].score - lse) : 0.0f;
+  } else {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) w[s] = mine[s].filled ? mine[s].p : 0.0f;
+    if (a.renormalize) {
+      const float sum = quad_sum(w[0] + w[1]);
+#pragma unroll
+      for (int s = 0; s < 2; ++s) w[s] /= sum;
+    }
+  }
+  if (row >= a.rows) return;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int j = quad_lane + 4 * s;
+    if (j >= a.k) continue;
+    const int64_t i = int64_t(row) * a.k + j;
+    a.weights[i] = mine[s].filled ? w[s] * a.scale : 0.0f;
+    a.ids[i] = mine[s].id;
+    if (a.token_expert_indices) a.token_expert_indices[i] = int32_t(j * a.rows + row);
+  }
+}
+
+// The k best keys (best[0 .. k)) in the exact order of their scores, ties to the lower column: for
+// a row where two of them share a truncated code. No shuffles: a lane may run it alone.
+template <bool kSigmoid, int kChunk>
+__device__ __forceinline__ void order_exactly(const FusedArgs& a, const float* bias, uint32_t (&best)[8],
+                                              const RowChunks<kChunk>& chunks) {
+  float score[8];
+  int col[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int place = int(best[i] & 63u), slot = place / kChunk, j = place % kChunk;
+    col[i] = i < a.k ? chunks.first_col[slot] + 8 * (j / 2) + j % 2 : INT32_MAX;
+    score[i] = i < a.k ? selection_score<kSigmoid>(bias, chunks.logit[slot][j], col[i]) : -INFINITY;
+  }
+  const auto exchange = [&]<int lo, int hi>() {
+    if (score[hi] > score[lo] || (score[hi] == score[lo] && col[hi] < col[lo])) {
+      const float s = score[lo];
+      score[lo] = score[hi];
+      score[hi] = s;
+      const int c = col[lo];
+      col[lo] = col[hi];
+      col[hi] = c;
+      const uint32_t k = best[lo];
+      best[lo] = best[hi];
+      best[hi] = k;
+    }
+  };
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (exchange.template operator()<kMergeSortNetwork<8>.pairs[I].first, kMergeSortNetwork<8>.pairs[I].second>(), ...);
+  }
+  (std::make_index_sequence<kMergeSortNetwork<8>.size>());
+}
+
+// Step 4's keys of the copied chunks (slots below `copied`; none where 0), lane j keying slots 2j
+// and 2j + 1 (a slot of 8 scores is one run of 8 keys, two slots of 4 another): `key(score, col,
+// place)` for a score >= T, else 0. `best` gets the quad's 8 largest, sorted, and `ninth` the
+// largest left out. Every lane calls it (shuffles).
+template <bool kSigmoid, class Key, int kChunk, class MakeKey>
+__device__ __forceinline__ void best_copied_keys(const float* bias, const RowChunks<kChunk>& chunks, int copied,
+                                                 float threshold, MakeKey key, Key (&best)[8], Key& ninth) {
+  const int quad_lane = int(threadIdx.x % 4u);
+  constexpr int kRuns = 2 * kChunk / 8;
+  ninth = 0;
+#pragma unroll
+  for (int r = 0; r < kRuns; ++r) {
+    Key run[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int slot = 2 * quad_lane + (r * 8 + i) / kChunk, j = (r * 8 + i) % kChunk;
+      const bool valid = slot < copied;  // else the slot holds another row's data, or none
+      const int col = (valid ? chunks.first_col[slot] : 0) + RowLayout<kChunk * kChunks>::col(j);
+      const float score = selection_score<kSigmoid>(bias, valid ? chunks.logit[slot][j] : 0.0f, col);
+      run[i] = valid && score >= threshold ? key(score, col, slot * kChunk + j) : Key(0);
+    }
+    sort_descending(run);
+    if (r == 0) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) best[i] = run[i];
+    } else {
+      keep_larger_half(best, run, ninth);
+    }
+  }
+  keep_quad_best(best, ninth);
+}
+
+// Step 4 again with exact keys, for rows whose k-th truncated key ties with the next one: (code of
+// the score) << 32 | (255 - column) << 8 | place, so that equal scores rank the lower column first.
+// `places` gets the 8 best candidates' places, best first (0 past the candidates).
+template <bool kSigmoid, int kChunk>
+__device__ __forceinline__ void select_copied_exactly(const float* bias, const RowChunks<kChunk>& chunks, int copied,
+                                                      float threshold, uint32_t (&places)[8]) {
+  uint64_t best[8], ninth;
+  best_copied_keys<kSigmoid>(
+      bias, chunks, copied, threshold,
+      [](float score, int col, int place) {
+        return uint64_t(ordered_code(score)) << 32 | uint32_t(255 - col) << 8 | uint32_t(place);
+      },
+      best, ninth);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) places[i] = uint32_t(best[i]) & 0xffu;
+}
+
+// Slots j = lane % 4 and j + 4 of the row whose values are the thread's first row half (value v
+// at RowLayout::index(v, 0); columns past E hold NaN), by the quad.
+template <int V, bool kSigmoid, int N>
+__device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias, float (&acc)[N], int32_t row,
+                                           RowChunks<RowLayout<V>::kChunk>& chunks, int lane_col) {
+  using Layout = RowLayout<V>;
+  constexpr int kChunk = Layout::kChunk;
+  const int lane = int(threadIdx.x % 32u), quad_lane = lane % 4;
+  const auto score_of = [&](float logit, int offset) {
+    return selection_score<kSigmoid>(bias, logit, lane_col + offset);
+  };
+
+  // 1. Chunk maxima of the selection scores (fmaxf skips NaN; a chunk of NaN only gives -inf).
+  float chunk_max[kChunks];
+#pragma unroll
+  for (int q = 0; q < kChunks; ++q) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) {
+      const int v = q * kChunk + j;
+      m = fmaxf(m, score_of(acc[Layout::index(v, 0)], Layout::col(v)));
+    }
+    chunk_max[q] = m;
+  }
+  float lse = 0.0f;
+  if (!kSigmoid && needs_log_sum_exp(a.mode, a.renormalize)) {
+    // topk_softmax's softmax over every non-NaN score: LogSumExp::fold's terms, streamed from the
+    // accumulators (an array of V would not fit beside them), then combined across the quad.
+    float m = chunk_max[0];
+#pragma unroll
+    for (int q = 1; q < kChunks; ++q) m = fmaxf(m, chunk_max[q]);
+    constexpr float kLog2e = 1.44269504088896341f;
+    const float m_log2e = m * kLog2e;
+    float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      float s = score_of(acc[Layout::index(v, 0)], Layout::col(v));
+      s = s == s ? s : -INFINITY;
+      const float e = exp2f(fmaf(s, kLog2e, -m_log2e));
+      sums[v % 4] += s == m ? 1.0f : e;
+    }
+    epilogue::LogSumExp::State state{m, (sums[0] + sums[1]) + (sums[2] + sums[3])};
+#pragma unroll
+    for (int mask = 1; mask <= 2; mask *= 2)
+      state = epilogue::LogSumExp::combine(
+          state, {__shfl_xor_sync(0xffffffffu, state.max, mask), __shfl_xor_sync(0xffffffffu, state.sum, mask)});
+    lse = epilogue::LogSumExp::finish(state);
+  }
+
+  // 2. T, the k-th largest chunk maximum of the row, and the chunks reaching it.
+  float ranked[kChunks];
+#pragma unroll
+  for (int q = 0; q < kChunks; ++q) ranked[q] = chunk_max[q];
+  sort_descending(ranked);
+  float unused = -INFINITY;
+  keep_quad_best(ranked, unused);
+  float threshold = ranked[0];
+#pragma unroll
+  for (int j = 1; j < kChunks; ++j)
+    if (j == a.k - 1) threshold = ranked[j];
+  int own = 0;
+#pragma unroll
+  for (int q = 0; q < kChunks; ++q) own += chunk_max[q] >= threshold ? 1 : 0;
+  int before = 0, reaching = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int count = __shfl_sync(0xffffffffu, own, (lane & ~3) + j);
+    reaching += count;
+    before += j < quad_lane ? count : 0;
+  }
+  bool fast = reaching <= kSlots;
+
+  // 3. Those chunks' logits to shared memory, the quad's lanes in order.
+  if (fast) {
+    int slot = before;
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q)
+      if (chunk_max[q] >= threshold) {
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) chunks.logit[slot][j] = acc[Layout::index(q * kChunk + j, 0)];
+        chunks.first_col[slot] = lane_col + Layout::col(q * kChunk);
+        ++slot;
+      }
+  }
+  __syncwarp();
+
+  // 4. 32-bit keys of the copied scores: (code with its low 6 bits cleared) | place. Every lane
+  // runs this (the merge shuffles); a quad off the fast path keys nothing. Of the keys left out
+  // only the largest is kept (`ninth`): registers are scarce beside the accumulators.
+  uint32_t best[8], ninth;
+  const int copied = fast ? reaching : 0;
+  best_copied_keys<kSigmoid>(
+      bias, chunks, copied, threshold,
+      [](float score, int, int place) { return (ordered_code(score) & ~63u) | uint32_t(place); }, best, ninth);
+  // The k best keys are the k best scores unless the best key left out shares the k-th's truncated
+  // code (every key left out is at most that one): then the copied chunks are selected again with
+  // exact 64-bit keys. Two of the k best sharing one (1 row in a few hundred at E = 256, K = 7168)
+  // may be out of order: they are put in order.
+  uint32_t kth = best[0], next = ninth;
+#pragma unroll
+  for (int j = 1; j < 8; ++j) {
+    if (j == a.k - 1) kth = best[j];
+    if (j == a.k) next = best[j];
+  }
+  fast = fast && kth != 0;
+  const bool boundary_shared = fast && (next >> 6) == (kth >> 6);
+  bool shared_code = false;
+#pragma unroll
+  for (int j = 0; j + 1 < 8; ++j)
+    if (j + 1 < a.k) shared_code = shared_code || (best[j] >> 6) == (best[j + 1] >> 6);
+  if (__any_sync(0xffffffffu, boundary_shared)) {
+    uint32_t places[8];
+    select_copied_exactly<kSigmoid>(bias, chunks, copied, threshold, places);
+    if (boundary_shared)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) best[j] = places[j];
+  }
+  if (fast && shared_code && !boundary_shared) order_exactly<kSigmoid>(a, bias, best, chunks);
+
+  Slot mine[2];
+  if (fast) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      uint32_t k_of_slot = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (j == quad_lane + 4 * s) k_of_slot = best[j];
+      const int place = int(k_of_slot & 63u), slot = place / kChunk, j = place % kChunk;
+      const int col = chunks.first_col[slot] + 8 * (j / 2) + j % 2;
+      const float logit = chunks.logit[slot][j];
+      mine[s].score = selection_score<kSigmoid>(bias, logit, col);
+      if constexpr (kSigmoid) mine[s].p = epilogue::sigmoid(logit);
+      mine[s].id = quad_lane + 4 * s < a.k ? col : -1;
+      mine[s].filled = mine[s].id >= 0;
+    }
+  }
+  if (__any_sync(0xffffffffu, !fast)) select_exactly<V, kSigmoid>(a, bias, acc, lane_col, fast, chunks.first_col, mine);
+  write_slots(a, row, mine, lse);
+  __syncwarp();  // the next row's chunks reuse this row's shared memory
+}
+
+}  // namespace fused
+
+/// The seam epilogue (mainloop/epilogue_seam.cuh) selecting on rows of V values a lane: tiles whose
+/// consumers hold 64 x 4V accumulators (m128n128: V = 32, m128n256: V = 64). Everything happens in
+/// prepare(); the outputs are k words a row, written from registers.
+template <int V>
+struct FusedSelection {
+  using Params = FusedArgs;
+  using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
+  struct SharedStorage {
+    Row rows[2][4][8];  // [consumer][warp][quad]: the chunks of the row a quad is selecting
+    // Each consumer's copy of the expert bias (sigmoid_bias): read from shared memory, the V loads
+    // of a row's scores do not all wait in registers at once (they spilled from global memory).
+    float bias[2][kFusedMaxExperts];
+  };
+  template <class Acc>
+  struct Pending {};
+
+  template <class Acc>
+  __device__ void prepare(const Params& a, SharedStorage& s, Acc& acc, const mainloop::TileCoordinates& t,
+                          Pending<Acc>&) {
+    static_assert(Acc::kCols == 4 * V, "a quad holds a whole row");
+    if (t.row0 >= t.problem_m) return;  // a cluster's CTA past the last tile row
+    const int lane = t.thread % 32;
+    Row& chunks = s.rows[t.consumer][t.thread / 32][lane / 4];
+    const int lane_col = t.col0 + 2 * (lane % 4);
+    static_assert(Acc::kBlocks == 1, "a thread's two rows: value v of row half h at RowLayout::index(v, h)");
+    using Layout = fused::RowLayout<V>;
+    float(&values)[Acc::kValuesPerBlock] = acc.value[0];
+    if (t.col0 + Acc::kCols > a.experts) {  // columns past E: NaN, never selectable
+      const int limit = a.experts - lane_col;
+#pragma unroll
+      for (int i = 0; i < Acc::kValuesPerBlock; ++i)
+        if (Layout::col(i / 4 * 2 + i % 2) >= limit) values[i] = NAN;
+    }
+    if (a.mode == RoutingMode::sigmoid_bias) {
+      // The tiles' columns start at 0 (E <= the tile's width), so the copy is the same every tile.
+      const float* bias = nullptr;
+      if (a.expert_bias) {
+        for (int e = t.thread; e < a.experts; e += 128) s.bias[t.consumer][e] = __ldg(a.expert_bias + e);
+        sm90::named_barrier_sync(1 + t.consumer, 128);
+        bias = s.bias[t.consumer];
+      }
+      select_rows<true>(a, bias, values, t, chunks, lane_col);
+    } else {
+      select_rows<false>(a, nullptr, values, t, chunks, lane_col);
+    }
+  }
+  template <class Acc>
+  __device__ bool write(const Params&, SharedStorage&, const Pending<Acc>&, const mainloop::TileCoordinates&, int) {
+    return true;
+  }
+  __device__ void finish(const Params&, SharedStorage&, const mainloop::TileCoordinates&) {}
+
+ private:
+  // One copy of the selection's code, run for each row half in turn, the second half's values
+  // moved into the first's registers: every index stays a constant (registers, not local memory)
+  // and the code is fetched once. Unrolled twice (and again for tiles past E), the epilogue
+  // streamed its instructions from L2 at every tile.
+  template <bool kSigmoid, int N>
+  __device__ void select_rows(const Params& a, const float* bias, float (&values)[N],
+                              const mainloop::TileCoordinates& t, Row& chunks, int lane_col) {
+    using Layout = fused::RowLayout<V>;
+#pragma unroll 1
+    for (int h = 0; h < 2; ++h) {
+      fused::select_row<V, kSigmoid>(
+          a, bias, values, t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread), chunks, lane_col);
+      if (h == 0)
+#pragma unroll
+        for (int v = 0; v < V; ++v) values[Layout::index(v, 0)] = values[Layout::index(v, 1)];
+    }
+  }
+};
+
+}  // namespace coda::ops::router_detail

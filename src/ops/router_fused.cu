@@ -1,0 +1,56 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "coda/mainloop/launch.cuh"
+#include "coda/mainloop/plan.hpp"
+#include "coda/mainloop/tiles.hpp"
+#include "router_epilogue.cuh"
+#include "router_fused.hpp"
+
+namespace coda::ops::router_detail {
+namespace {
+
+// Where the epilogue's selection beat the scores path unasked (H200, coda bench router, k = 8 (2 at
+// E = 8), topk_softmax renormalized): at M = 16384 every E (E = 256, K = 7168: 107.5 against 123.9
+// us); at M = 4096 for E <= 128 (E = 128: 22.7 against 24.5), not at E = 256 (49.7 against 43.7,
+// its K split's last CTA of each tile selecting alone); at M = 128 at no E (one tile row: the
+// scores path's GEMM splits K over more SMs).
+bool measured_faster(int64_t rows, int64_t experts) { return rows >= 4096 && (experts <= 128 || rows >= 8192); }
+
+}  // namespace
+
+bool fused_selection_applies(int64_t rows, int64_t experts, const RouterOptions& o) {
+  const bool can = experts <= kFusedMaxExperts && o.k <= kFusedMaxK && o.n_group == 1 && o.scores.data == nullptr &&
+                   o.gemm.tile == GemmTile::automatic;
+  return can && (o.fused_selection || measured_faster(rows, experts));
+}
+
+GemmTile fused_tile(int64_t experts) { return experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256; }
+
+namespace {
+
+template <GemmTile kTile, int V>
+void launch_on(const mainloop::LaunchPlan& plan, const FusedArgs& args, DType input, cudaStream_t stream) {
+  using Config = typename mainloop::TileOf<kTile>::Config;
+  static_assert(
+      !Config::kPingPong && !Config::kSwapAB && Config::kWarpgroupN == Config::kBlockN && Config::kWarpgroupN == 4 * V,
+      "consumers split the tile along M, each holding whole rows");
+  using Epilogue = FusedSelection<V>;
+  const auto params = plan.kernel_params(args);
+  if (input == DType::bf16)
+    mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan, params, stream);
+  else mainloop::launch_kernel<Config, __half, Major::k, Major::k, Epilogue>(plan, params, stream);
+}
+
+}  // namespace
+
+void launch_fused(const TensorView& x, const TensorView& w, const FusedArgs& args, const GemmOptions& gemm,
+                  const char* function, cudaStream_t stream) {
+  GemmOptions options = gemm;
+  options.tile = fused_tile(w.rows());
+  const mainloop::LaunchPlan plan = mainloop::plan_launch({x, Major::k}, {w, Major::k}, options, function);
+  if (options.tile == GemmTile::m128n128) launch_on<GemmTile::m128n128, 32>(plan, args, x.dtype, stream);
+  else launch_on<GemmTile::m128n256, 64>(plan, args, x.dtype, stream);
+}
+
+}  // namespace coda::ops::router_detail
