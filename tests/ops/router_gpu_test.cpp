@@ -445,6 +445,7 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     int32_t k;
     bool renormalize, bias;
     bool near_tie = false;  // experts 5 and 9 score the most, within a few ulps or equal
+    DType input = DType::bf16;
   };
   for (const Shape& shape : std::vector<Shape>{{100, 256, 1024, RoutingMode::topk_softmax, 8, true, false},
                                                {1000, 256, 2048, RoutingMode::topk_softmax, 8, false, false},
@@ -456,9 +457,14 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                                                {70, 60, 256, RoutingMode::topk_softmax, 1, false, false},
                                                {200, 200, 256, RoutingMode::topk_softmax, 7, true, false},
                                                {300, 64, 512, RoutingMode::topk_softmax, 1, false, false, true},
-                                               {300, 256, 512, RoutingMode::softmax_topk, 2, false, false, true}}) {
+                                               {300, 256, 512, RoutingMode::softmax_topk, 2, false, false, true},
+                                               {500, 256, 1024, RoutingMode::topk_softmax, 8, true, false, false,
+                                                DType::f16},
+                                               {500, 100, 1024, RoutingMode::sigmoid_bias, 4, true, true, false,
+                                                DType::f16}}) {
     Case c{shape.m, shape.experts, shape.k_dim, shape.mode, shape.k, shape.renormalize, shape.bias};
     c.nan_rows = {1, shape.m - 2};
+    c.input = shape.input;
     SCOPED_TRACE(describe(c));
     RouterRun run(c);
     run.x.random(shape.near_tie ? 0.0 : -1.0, 1);
@@ -474,7 +480,7 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
       std::memset(&run.x.host.bytes[std::size_t(r * run.x.host.view.ld() * 2)], 0, std::size_t(c.k_dim * 2));
     for (int64_t r : c.nan_rows)
       for (int64_t j = 0; j < c.k_dim; ++j) {
-        const uint16_t nan = 0x7FC0;
+        const uint16_t nan = c.input == DType::f16 ? 0x7E00 : 0x7FC0;
         std::memcpy(&run.x.host.bytes[std::size_t((r * run.x.host.view.ld() + j) * 2)], &nan, 2);
       }
     run.x.upload();
