@@ -96,11 +96,10 @@ struct Slot {
 // k exact rounds over the lanes' registers, for a quad the fast path could not settle (`keep`:
 // it could, and its slots stay): each round the quad's best score ranking after the last one
 // taken (larger first, ties to the lower column, NaN never). Slots no selectable score filled take
-// the lowest ids not chosen. The row's values become its selection scores in place (the row is
-// done with them): rounds over logits would recompute the sigmoid in each, or hold the scores
-// beside the accumulators and spill. So sigmoid_bias takes a slot's p as its score less the bias.
-// The chosen ids go through the row's shared memory (`chosen`, the chunks' first columns, read
-// before).
+// the lowest ids not chosen. sigmoid_bias's row becomes p = sigmoid(s) in place (the row is done
+// with its logits), the score p + bias: a sigmoid in every round would hold the row's scores
+// beside the accumulators, and spill. The chosen ids go through the row's shared memory
+// (`chosen`, the chunks' first columns, read before).
 template <int V, bool kSigmoid, int N>
 __device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* bias, float (&acc)[N], int lane_col,
                                                bool keep, int32_t (&chosen)[kSlots], Slot (&mine)[2]) {
@@ -108,30 +107,35 @@ __device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* 
   const int quad_lane = int(threadIdx.x % 4u);
   if constexpr (kSigmoid)
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
-      acc[Layout::index(v, 0)] = selection_score<true>(bias, acc[Layout::index(v, 0)], lane_col + Layout::col(v));
-    }
+    for (int v = 0; v < V; ++v) acc[Layout::index(v, 0)] = epilogue::sigmoid(acc[Layout::index(v, 0)]);
   float last_score = INFINITY;
   int last_col = -1, filled = 0;
   for (int slot = 0; slot < a.k; ++slot) {
+    // The bias's address laundered each round, so that its loads stay in the round (hoisted, V of
+    // them would wait in registers beside the accumulators).
+    const float* round_bias = bias;
+    if constexpr (kSigmoid) asm volatile("" : "+l"(round_bias));
     // The lane's best in four interleaved chains (each in column order, so that ties keep the
     // first), then merged: one chain of V compare-and-selects would be the round's latency.
     bool chain_have[4] = {false, false, false, false};
-    float chain_score[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float chain_score[4] = {0.0f, 0.0f, 0.0f, 0.0f}, chain_p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     int chain_col[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const int c = v % 4, col = lane_col + Layout::col(v);
-      const float score = acc[Layout::index(v, 0)];
+      // sigmoid_bias: the row holds p = sigmoid(s); the score is p + bias, selection_score's bits.
+      const float score =
+          kSigmoid ? acc[Layout::index(v, 0)] + (round_bias ? round_bias[col] : 0.0f) : acc[Layout::index(v, 0)];
       const bool after = score < last_score || (score == last_score && col > last_col);
       if (after && (!chain_have[c] || score > chain_score[c])) {
         chain_have[c] = true;
         chain_score[c] = score;
+        chain_p[c] = acc[Layout::index(v, 0)];
         chain_col[c] = col;
       }
     }
     bool have = chain_have[0];
-    float best_score = chain_score[0];
+    float best_score = chain_score[0], best_p = chain_p[0];
     int best_col = chain_col[0];
 #pragma unroll
     for (int c = 1; c < 4; ++c)
@@ -139,16 +143,19 @@ __device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* 
           (!have || chain_score[c] > best_score || (chain_score[c] == best_score && chain_col[c] < best_col))) {
         have = true;
         best_score = chain_score[c];
+        best_p = chain_p[c];
         best_col = chain_col[c];
       }
 #pragma unroll
     for (int mask = 1; mask <= 2; mask *= 2) {
       const bool other = __shfl_xor_sync(0xffffffffu, int(have), mask) != 0;
       const float other_score = __shfl_xor_sync(0xffffffffu, best_score, mask);
+      const float other_p = __shfl_xor_sync(0xffffffffu, best_p, mask);
       const int other_col = __shfl_xor_sync(0xffffffffu, best_col, mask);
       if (other && (!have || other_score > best_score || (other_score == best_score && other_col < best_col))) {
         have = true;
         best_score = other_score;
+        best_p = other_p;
         best_col = other_col;
       }
     }
@@ -157,12 +164,10 @@ __device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* 
       last_col = best_col;
       ++filled;
     }
-    if (quad_lane == 0) chosen[slot] = best_col;
-    float p = best_score;
-    if constexpr (kSigmoid) p -= bias ? bias[best_col] : 0.0f;
+    if (quad_lane == 0 && !keep) chosen[slot] = best_col;  // a kept quad's lanes may still read it
 #pragma unroll
     for (int s = 0; s < 2; ++s)
-      if (!keep && slot == quad_lane + 4 * s) mine[s] = {best_score, p, best_col, have};
+      if (!keep && slot == quad_lane + 4 * s) mine[s] = {best_score, best_p, best_col, have};
   }
   __syncwarp();
   if (keep) return;
@@ -475,14 +480,15 @@ struct FusedSelection {
         if (Layout::col(i / 4 * 2 + i % 2) >= limit) values[i] = NAN;
     }
     if (a.mode == RoutingMode::sigmoid_bias) {
-      // The tiles' columns start at 0 (E <= the tile's width), so the copy is the same every tile.
-      const float* bias = nullptr;
-      if (a.expert_bias) {
-        for (int e = t.thread; e < a.experts; e += 128) s.bias[t.consumer][e] = __ldg(a.expert_bias + e);
+      // The tiles' columns start at 0 (E <= the tile's width): one copy serves every tile. Zeros
+      // past E, where masked columns' scores read it (NaN + 0).
+      if (a.expert_bias && !bias_copied_) {
+        for (int e = t.thread; e < kFusedMaxExperts; e += 128)
+          s.bias[t.consumer][e] = e < a.experts ? __ldg(a.expert_bias + e) : 0.0f;
         sm90::named_barrier_sync(1 + t.consumer, 128);
-        bias = s.bias[t.consumer];
+        bias_copied_ = true;
       }
-      select_rows<true>(a, bias, values, t, chunks, lane_col);
+      select_rows<true>(a, a.expert_bias ? s.bias[t.consumer] : nullptr, values, t, chunks, lane_col);
     } else {
       select_rows<false>(a, nullptr, values, t, chunks, lane_col);
     }
@@ -494,6 +500,8 @@ struct FusedSelection {
   __device__ void finish(const Params&, SharedStorage&, const mainloop::TileCoordinates&) {}
 
  private:
+  bool bias_copied_ = false;  // this consumer's copy of the expert bias is in shared memory
+
   // One copy of the selection's code, run for each row half in turn, the second half's values
   // moved into the first's registers: every index stays a constant (registers, not local memory)
   // and the code is fetched once. Unrolled twice (and again for tiles past E), the epilogue

@@ -4,6 +4,7 @@
 #include "coda/mainloop/launch.cuh"
 #include "coda/mainloop/plan.hpp"
 #include "coda/mainloop/tiles.hpp"
+#include "router_decode.hpp"
 #include "router_epilogue.cuh"
 #include "router_fused.hpp"
 
@@ -11,17 +12,18 @@ namespace coda::ops::router_detail {
 namespace {
 
 // Where the epilogue's selection beat the scores path unasked (H200, coda bench router, k = 8 (2 at
-// E = 8), topk_softmax renormalized): at M = 16384 every E (E = 256, K = 7168: 107.5 against 123.9
-// us); at M = 4096 for E <= 128 (E = 128: 22.7 against 24.5), not at E = 256 (49.7 against 43.7,
-// its K split's last CTA of each tile selecting alone); at M = 128 at no E (one tile row: the
-// scores path's GEMM splits K over more SMs).
+// E = 8), topk_softmax renormalized, docs/performance.md): at M = 16384 every E (E = 256, K = 7168:
+// 106.4 against 123.6 us); at M = 4096 for E = 64 and 128 (E = 128: 23.0 against 24.9; E = 8 the
+// same within noise), not at E = 256 (49.1 against 42.6: its K split leaves each tile's selection
+// to the last segment's CTA); at M = 128 at no E (one tile row: the scores path's GEMM splits K
+// over more SMs).
 bool measured_faster(int64_t rows, int64_t experts) { return rows >= 4096 && (experts <= 128 || rows >= 8192); }
 
 }  // namespace
 
 bool fused_selection_applies(int64_t rows, int64_t experts, const RouterOptions& o) {
-  const bool can = experts <= kFusedMaxExperts && o.k <= kFusedMaxK && o.n_group == 1 && o.scores.data == nullptr &&
-                   o.gemm.tile == GemmTile::automatic;
+  const bool can = rows > kDecodeMaxRows && experts <= kFusedMaxExperts && o.k <= kFusedMaxK && o.n_group == 1 &&
+                   o.scores.data == nullptr && o.gemm.tile == GemmTile::automatic;
   return can && (o.fused_selection || measured_faster(rows, experts));
 }
 

@@ -1,5 +1,6 @@
-// Internal: the router's selection (coda/ops/router.hpp): one warp per token turns the
-// token's row of scores into k (weight, expert) slots. Every step runs in a fixed order: the same bits run after run.
+// Internal: the router's selection (coda/ops/router.hpp): one warp per token turns the token's row
+// of scores into k (weight, expert) slots. Every step runs in a fixed order: the same bits run
+// after run.
 #pragma once
 
 #include <cmath>

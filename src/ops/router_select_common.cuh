@@ -1,6 +1,8 @@
-// Internal: what the router's selection steps share (router_select.cuh, router_groups.cuh): the
-// kernels' arguments, the per-lane entry counts they are compiled for, the order-preserving codes
-// and the ordering rule, the sorting network, warp reductions and a warp's shared memory.
+// Internal: what the router's selection steps share (router_select.cuh, router_groups.cuh; the
+// epilogue's selection, router_epilogue.cuh and router_quad.cuh, takes the codes and the sorting
+// network): the kernels' arguments, the per-lane entry counts they are compiled for, the
+// order-preserving codes and the ordering rule, the sorting network, warp reductions and a warp's
+// shared memory.
 #pragma once
 
 #include <array>
@@ -151,8 +153,8 @@ struct WarpScratch {
 inline constexpr std::size_t kSlotScratchBytes = sizeof(int32_t) * kRouterMaxK;
 static_assert(offsetof(WarpScratch, chosen) == 0 && offsetof(WarpScratch, value) == kSlotScratchBytes);
 
-/// Whether the weights need the log-sum-exp of all E scores: topk_softmax unless renormalized, where it cancels (the weights are the softmax over the k
-/// selected, softmax_topk's formula).
+/// Whether the weights need the log-sum-exp of all E scores: topk_softmax unless renormalized,
+/// where it cancels (the weights are the softmax over the k selected, softmax_topk's formula).
 CODA_HD bool needs_log_sum_exp(RoutingMode mode, bool renormalize) {
   return mode == RoutingMode::topk_softmax && !renormalize;
 }

@@ -37,9 +37,9 @@
 // across CTAs, tensor-core dot products), adds the splits' partials in a fixed order after a grid
 // barrier and selects in the same launch (src/ops/router_decode.hpp); options.gemm's tile, split_k,
 // stream_k or max_ctas send a decode batch through coda::gemm instead. Larger batches where E <=
-// 256, k <= 8, no groups and no scores output select in the GEMM's epilogue (src/ops/router_
-// epilogue.cuh: a tile's consumers hold whole rows, four lanes a row; the scores are never
-// written) where that measured faster (M >= 4096 at E <= 128, M >= 8192 above) or where
+// 256, k <= 8, no groups and no scores output select in the GEMM's epilogue
+// (src/ops/router_epilogue.cuh: a tile's consumers hold whole rows, four lanes a row; the scores
+// are never written) where that measured faster (M >= 4096 at E <= 128, M >= 8192 above) or where
 // options.fused_selection asks; otherwise coda::gemm writes the f32 scores (to the workspace, or to
 // options.scores) and a kernel of one warp per token selects from them. Same rules, same ids.
 #pragma once
