@@ -456,7 +456,7 @@ struct FusedSelection {
   struct SharedStorage {
     Row rows[2][4][8];  // [consumer][warp][quad]: the chunks of the row a quad is selecting
     // Each consumer's copy of the expert bias (sigmoid_bias): read from shared memory, the V loads
-    // of a row's scores do not all wait in registers at once (they spilled from global memory).
+    // of a row's scores do not all wait in registers at once (from global memory they spill).
     float bias[2][kFusedMaxExperts];
   };
   template <class Acc>
@@ -504,8 +504,8 @@ struct FusedSelection {
 
   // One copy of the selection's code, run for each row half in turn, the second half's values
   // moved into the first's registers: every index stays a constant (registers, not local memory)
-  // and the code is fetched once. Unrolled twice (and again for tiles past E), the epilogue
-  // streamed its instructions from L2 at every tile.
+  // and the code is fetched once: unrolled twice, and again for tiles past E, code run once a tile
+  // is fetched cold at every tile (docs/performance.md, Designs measured slower).
   template <bool kSigmoid, int N>
   __device__ void select_rows(const Params& a, const float* bias, float (&values)[N],
                               const mainloop::TileCoordinates& t, Row& chunks, int lane_col) {

@@ -67,10 +67,6 @@ __device__ __forceinline__ void keep_quad_best(T (&a)[8], T& dropped) {
     keep_larger_half(a, other, dropped);
   }
 }
-__device__ __forceinline__ int quad_sum(int v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
