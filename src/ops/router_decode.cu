@@ -143,37 +143,79 @@ __device__ void partial_scores(const DecodeArgs& d, const SelectArgs& a, float* 
   }
 }
 
-// Where grouped selection (n_group > 1) keeps its groups: nowhere (n_group 1), in the selecting
-// warp where a group is a power-of-two run of whole lanes (groups_in_lanes: DeepSeek-V3's 8 groups
-// of 32; no CTA barrier, with the bias copy below M = 1 6.99-7.09 -> 6.45-6.54 us, H200), or with
-// the whole CTA before the warp selects (keep_best_groups_in_block). Each is a kernel of its own,
-// so that the ungrouped ones keep their registers and schedule (the CTA's group code in them cost
-// M = 16 0.6-0.9 us, docs/performance.md).
-enum class GroupStage { none, lanes, block };
+// Where grouped selection (n_group > 1) keeps its groups: nowhere (n_group 1); split between the
+// CTA's warps and the selecting warp where groups are whole 32-expert columns (columns:
+// DeepSeek-V3's 8 groups of 32; the CTA also computes the selection scores, route_decode); in the
+// selecting warp where a group is a power-of-two run of whole lanes (groups_in_lanes: E = 160 / 10
+// groups); or with the whole CTA before the warp selects (keep_best_groups_in_block). Each is a
+// kernel of its own, so that the ungrouped ones keep their registers and schedule (the CTA's group
+// code in them cost M = 16 0.6-0.9 us, docs/performance.md).
+enum class GroupStage { none, columns, lanes, block };
 
-// The grouped kernels' copy of options.expert_bias in shared memory, taken before the grid barrier:
-// their selection reads the bias after it, an L2 round trip from global memory. Every thread must
-// call; the copy is visible after the __syncthreads() in partial_scores. Not in the ungrouped
-// kernels: there the copy, though topk_softmax never runs it, made them 0.3-0.8 us slower (H200,
-// E = 256 and 384, docs/performance.md).
-__device__ __forceinline__ const float* expert_bias_in_shared_memory(const SelectArgs& a) {
-  __shared__ float bias[kRouterMaxExperts];
-  for (int e = int(threadIdx.x); e < a.experts; e += kThreads) bias[e] = a.expert_bias[e];
-  return bias;
+// The token's score of expert e: its split partials added in split order, kSplitsAtOnce loads in
+// flight (one L2 round trip each, not one per split). The loads are unconditional (a split past the
+// last reads the last again) from one pointer and a stride in registers: loads behind their own
+// conditions, addresses rebuilt from the parameters, were issued one after another in some of these
+// kernels (cuobjdump -sass).
+__device__ __forceinline__ float token_score(const DecodeArgs& d, const SelectArgs& a, int64_t m, int e) {
+  const int64_t split_stride = a.rows * a.experts;
+  const float* partial = d.partials + m * a.experts + e;
+  float sum = 0.0f;
+  for (int first = 0; first < d.splits; first += kSplitsAtOnce, partial += kSplitsAtOnce * split_stride) {
+    float part[kSplitsAtOnce];
+#pragma unroll
+    for (int j = 0; j < kSplitsAtOnce; ++j)
+      part[j] = __ldcg(partial + std::min(j, d.splits - 1 - first) * split_stride);
+#pragma unroll
+    for (int j = 0; j < kSplitsAtOnce; ++j)
+      if (first + j < d.splits) sum = first + j == 0 ? part[j] : sum + part[j];
+  }
+  return sum;
 }
+
+// The grouped kernels' options.expert_bias, loaded by the selecting CTAs between the scores phase
+// and the grid barrier, so that its L2 round trip overlaps the barrier's wait (loaded before the
+// scores phase it made DeepSeek-V3's M = 1 and 16 0.1-0.2 us slower, docs/performance.md). Thread
+// t holds experts t, t + kThreads; `store` copies them to shared memory after the barrier. Not in
+// the ungrouped kernels: there a copy, though topk_softmax never runs it, made them 0.3-0.8 us
+// slower (H200, E = 256 and 384, docs/performance.md).
+struct ExpertBiasCopy {
+  static constexpr int kPerThread = (kRouterMaxExperts + kThreads - 1) / kThreads;
+  float value[kPerThread];
+  __device__ __forceinline__ void load(const SelectArgs& a) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int e = int(threadIdx.x) + i * kThreads;
+      value[i] = e < a.experts ? __ldg(a.expert_bias + e) : 0.0f;
+    }
+  }
+  __device__ __forceinline__ void store(float* bias, const SelectArgs& a) const {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i)
+      if (const int e = int(threadIdx.x) + i * kThreads; e < a.experts) bias[e] = value[i];
+  }
+};
 
 template <class Element, int kTokenTiles, int kPerLane, GroupStage kGroups>
 __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, SelectArgs a) {
   __shared__ float reduce[kWarps * 8 * kTokenTiles * kReduceStride];
-  __shared__ float row[kRouterMaxExperts];  // the token's scores, where the selection reads them
+  __shared__ float row[kRouterMaxExperts];  // the token's scores (columns kernel: sigmoid(s))
   __shared__ WarpScratch scratch;
   const int block = int(blockIdx.y * gridDim.x + blockIdx.x), blocks = int(gridDim.x * gridDim.y);
   if (d.counts && block == 0)
     for (int e = int(threadIdx.x); e < a.experts; e += kThreads) d.counts[e] = 0;
-  const float* bias = nullptr;
-  if constexpr (kGroups != GroupStage::none)
-    if (a.expert_bias) bias = expert_bias_in_shared_memory(a);
+  // The grouped kernels' bias: the columns kernel keeps it in registers (a thread's experts there
+  // are the ones whose scores it adds up), the others copy it to shared memory, where their
+  // selection reads it.
+  constexpr bool kColumns = kGroups == GroupStage::columns;
+  constexpr bool kCopiesBias = kGroups == GroupStage::lanes || kGroups == GroupStage::block;
+  __shared__ float bias_copy[kCopiesBias ? kRouterMaxExperts : 1];
+  __shared__ float selection[kColumns ? kRouterMaxExperts : 1];  // sigmoid(s) + bias (row: sigmoid(s))
+  __shared__ ColumnTopTwo column_top[kColumns ? kRouterMaxExperts / 32 : 1];
   partial_scores<Element, kTokenTiles>(d, a, reduce);
+  ExpertBiasCopy bias{};
+  if constexpr (kGroups != GroupStage::none)
+    if (a.expert_bias && block < a.rows) bias.load(a);
   // Every split's partials written and visible: a CTA past the last token only arrives, so that the
   // barrier's poll is the selecting CTAs' alone (M = 1: one). An arrival is one release atomic after
   // a CTA barrier, the wait only a poll (cooperative_groups/details/sync.h, sync_grids_arrive and
@@ -182,41 +224,52 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   cooperative_groups::grid_group::arrival_token arrived = grid.barrier_arrive();
   if (block >= a.rows) return;
   grid.barrier_wait(std::move(arrived));
+  if constexpr (kCopiesBias)
+    if (a.expert_bias) bias.store(bias_copy, a);  // visible after the CTA barrier behind the row
 
   float* scores_out = const_cast<float*>(a.scores);  // options.scores, or null
   SelectArgs select = a;
   select.scores = row;
   select.scores_ld = 0;  // select_token reads row m at scores + m * ld: always `row`
-  if (bias) select.expert_bias = bias;
+  if (kCopiesBias && a.expert_bias) select.expert_bias = bias_copy;
   const SelectArgs as_given = select;  // n_group and topk_group, for the CTA's group stage
   if constexpr (kGroups == GroupStage::block) select.n_group = select.topk_group = 1;  // the CTA keeps the groups
+  if constexpr (kColumns) select.scores = selection;
   for (int64_t m = block; m < a.rows; m += blocks) {
-    const int64_t split_stride = a.rows * a.experts;
-    for (int e = int(threadIdx.x); e < a.experts; e += kThreads) {
-      // Split order, kSplitsAtOnce loads in flight (one L2 round trip each, not one per split). The
-      // loads are unconditional (a split past the last reads the last again) from one pointer and a
-      // stride in registers: loads behind their own conditions, addresses rebuilt from the
-      // parameters, were issued one after another in some of these kernels (cuobjdump -sass).
-      const float* partial = d.partials + m * a.experts + e;
-      float sum = 0.0f;
-      for (int first = 0; first < d.splits; first += kSplitsAtOnce, partial += kSplitsAtOnce * split_stride) {
-        float part[kSplitsAtOnce];
+    if constexpr (kColumns) {
+      // Expert e = threadIdx.x + i kThreads: warp w adds up columns w, w + kWarps, .. (E is a
+      // multiple of 32 here, so a warp's experts are all real or all past E), and takes p, the
+      // selection score and the column's top two, so that the selecting warp's chain only ranks
+      // the groups (lane_group_kept) and reads its scores.
 #pragma unroll
-        for (int j = 0; j < kSplitsAtOnce; ++j)
-          part[j] = __ldcg(partial + std::min(j, d.splits - 1 - first) * split_stride);
-#pragma unroll
-        for (int j = 0; j < kSplitsAtOnce; ++j)
-          if (first + j < d.splits) sum = first + j == 0 ? part[j] : sum + part[j];
+      for (int i = 0; i < ExpertBiasCopy::kPerThread; ++i) {
+        const int e = int(threadIdx.x) + i * kThreads;
+        if (e >= a.experts) break;
+        const float sum = token_score(d, a, m, e);
+        if (scores_out) scores_out[m * a.scores_ld + e] = sum;
+        const float p = epilogue::sigmoid(sum), score = p + bias.value[i];  // sigmoid_selection_score
+        row[e] = p;
+        selection[e] = score;
+        const ColumnTopTwo top = column_top_two(score == score ? ordered_code(score) : 0u, int(threadIdx.x % 32));
+        if (threadIdx.x % 32 == 0) column_top[e / 32] = top;
       }
-      row[e] = sum;
-      if (scores_out) scores_out[m * a.scores_ld + e] = sum;
+    } else {
+      for (int e = int(threadIdx.x); e < a.experts; e += kThreads) {
+        const float sum = token_score(d, a, m, e);
+        row[e] = sum;
+        if (scores_out) scores_out[m * a.scores_ld + e] = sum;
+      }
     }
     __syncthreads();
     if constexpr (kGroups == GroupStage::block)
       keep_best_groups_in_block<kThreads>(as_given, row, scratch, int(threadIdx.x));
     if (threadIdx.x < 32) {
-      constexpr bool kGroupsInLanes = kGroups == GroupStage::lanes;
-      const int32_t id = select_token<kPerLane, true, kGroupsInLanes>(select, m, scratch, int(threadIdx.x));
+      const int lane = int(threadIdx.x);
+      int32_t id;
+      if constexpr (kColumns)
+        id = select_token<kPerLane, true, false, true>(select, m, scratch, lane,
+                                                       {row, lane_group_kept<kPerLane>(a, column_top, lane)});
+      else id = select_token<kPerLane, true, kGroups == GroupStage::lanes>(select, m, scratch, lane);
       if (d.counts && id >= 0) atomicAdd(&d.counts[id], 1);  // integers: exact in any order
     }
     __syncthreads();
@@ -255,6 +308,8 @@ void launch_for_tokens(const DecodeArgs& d, const SelectArgs& a, cudaStream_t st
   with_per_lane(a.experts, [&]<int kPerLane>() {
     auto for_groups = [&]<int kTokenTiles>() {
       if (a.n_group == 1) launch<Element, kTokenTiles, kPerLane, GroupStage::none>(d, a, stream);
+      else if (!groups_in_shared_memory(a.experts, a.n_group))  // groups of whole 32-expert columns
+        launch<Element, kTokenTiles, kPerLane, GroupStage::columns>(d, a, stream);
       else if (groups_in_lanes(a.experts, a.n_group, kPerLane))
         launch<Element, kTokenTiles, kPerLane, GroupStage::lanes>(d, a, stream);
       else launch<Element, kTokenTiles, kPerLane, GroupStage::block>(d, a, stream);

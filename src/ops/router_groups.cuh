@@ -154,6 +154,42 @@ __device__ __forceinline__ void keep_best_groups_in_lanes(const SelectArgs& a, c
   if (group >= a.n_group || before >= a.topk_group) live = 0;
 }
 
+// Where groups are whole 32-expert columns of the row (group_size % 32 == 0: DeepSeek-V3's 8 groups
+// of 32), the decode kernel splits grouped selection's first half between its warps: each warp,
+// while it adds up a column of 32 selection scores (one a lane), takes the codes of the column's
+// two best (two reductions and a vote: `column_top_two`); the selecting warp then scores group g on
+// lane g from its columns' top twos, ranks it by n_group independent shuffles and tells each lane
+// whether its entries' group is kept (`lane_group_kept`). The same scores and choices as
+// keep_best_groups_in_lanes, whose chain in the selecting warp took ~1,270 cycles at E = 256 / 8
+// groups (H200, clock64 around the step) against ~200 here.
+struct ColumnTopTwo {
+  uint32_t first, second;  // codes, 0: none
+};
+// Every lane of a warp, `code` its expert's (0: not selectable); the column's two best codes.
+__device__ __forceinline__ ColumnTopTwo column_top_two(uint32_t code, int lane) {
+  const uint32_t first = __reduce_max_sync(0xffffffffu, code);
+  const uint32_t holders = __ballot_sync(0xffffffffu, code == first);
+  return {first, __reduce_max_sync(0xffffffffu, __ffs(int(holders)) - 1 == lane ? 0u : code)};
+}
+// Whether the group of this lane's kPerLane entries (lane order: experts lane kPerLane ..) is kept;
+// every lane of the warp must call. `columns`: the row's column top twos, in shared memory.
+template <int kPerLane>
+__device__ __forceinline__ bool lane_group_kept(const SelectArgs& a, const ColumnTopTwo* columns, int lane) {
+  const int columns_per_group = a.experts / a.n_group / 32;
+  uint32_t first = 0, second = 0;
+  if (lane < a.n_group)
+    for (int c = lane * columns_per_group; c < (lane + 1) * columns_per_group; ++c) {
+      keep_top_two(columns[c].first, first, second);
+      keep_top_two(columns[c].second, first, second);
+    }
+  const float score = group_score_of_codes(first, second);
+  int before = 0;  // groups ranking before lane's group
+#pragma unroll 8
+  for (int h = 0; h < a.n_group; ++h) before += int(ranks_before(__shfl_sync(0xffffffffu, score, h), h, score, lane));
+  const uint32_t kept = __ballot_sync(0xffffffffu, lane < a.n_group && before < a.topk_group);
+  return kept >> (lane * kPerLane / 32 / columns_per_group) & 1u;
+}
+
 // Grouped selection's first half, by a whole CTA of kThreads threads (thread t; every thread must
 // call) on one token's scores `row` (shared memory): keeps the topk_group groups whose two best
 // selection scores sum highest, ties to the lower group (the warp's rules above), and turns every

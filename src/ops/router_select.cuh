@@ -71,12 +71,16 @@ __device__ __forceinline__ bool take_rounds(int k, uint64_t (&key)[kRuns][kRun],
 // .. (j + 1) kPerLane - 1, so that a lower lane holds only lower ids and a round's winner is the
 // lowest lane holding the best code, with no second reduction for ties; otherwise lane j holds
 // j, j + 32, ... (the layout grouped selection in registers needs). kGroupsInLanes (lane order,
-// groups_in_lanes): step 2 keeps the groups in the warp.
-template <int kPerLane, bool kLaneOrder = false, bool kGroupsInLanes = false>
-__device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane) {
-  const bool sigmoid = a.mode == RoutingMode::sigmoid_bias;
-  const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
-  const bool needs_lse = needs_log_sum_exp(a.mode, a.renormalize);
+// groups_in_lanes): step 2 keeps the groups in the warp. kPrepared (lane order, sigmoid_bias: the
+// decode kernel's grouped rows of whole-column groups): a.scores holds the selection scores,
+// sigmoid(s) + bias, `prepared` the weights' sigmoid(s) and whether the lane's group is kept.
+template <int kPerLane, bool kLaneOrder = false, bool kGroupsInLanes = false, bool kPrepared = false>
+__device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, int lane, PreparedRow prepared = {}) {
+  static_assert(!kPrepared || (kLaneOrder && !kGroupsInLanes), "a prepared row is the decode kernel's");
+  const RoutingMode mode = kPrepared ? RoutingMode::sigmoid_bias : a.mode;
+  const bool sigmoid = mode == RoutingMode::sigmoid_bias;
+  const bool renormalized_softmax = mode == RoutingMode::topk_softmax && a.renormalize;
+  const bool needs_lse = needs_log_sum_exp(mode, a.renormalize);
 
   // 1. The token's scores in registers: (selection score, expert), bit i of `live` set for a
   // selectable one (not NaN). Indices are constants after unrolling: no local memory.
@@ -89,9 +93,9 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   for (int i = 0; i < kPerLane; ++i) {
     const int e = kLaneOrder ? lane * kPerLane + i : lane + 32 * i;
     const float score = e < a.experts ? row[e] : NAN;
-    value[i] = sigmoid ? sigmoid_selection_score(a, score, e) : score;
+    value[i] = !kPrepared && sigmoid ? sigmoid_selection_score(a, score, e) : score;
     id[i] = e;
-    if (value[i] == value[i]) live |= 1u << i;
+    if (value[i] == value[i] && (!kPrepared || prepared.lane_kept)) live |= 1u << i;
   }
   if (needs_lse) {  // over the non-NaN scores (value holds s here)
     float scores[kPerLane];
@@ -109,7 +113,8 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   // topk_group best groups are kept, every other expert leaves `live`.
   if constexpr (kLaneOrder) {
     if constexpr (kGroupsInLanes) keep_best_groups_in_lanes<kPerLane>(a, value, live, lane);
-    // otherwise n_group is 1, or the caller has kept the groups (keep_best_groups_in_block)
+    // otherwise n_group is 1, or the caller has kept the groups (keep_best_groups_in_block, or
+    // lane_group_kept for a prepared row: `live` above)
   } else if (groups_in_shared_memory(a.experts, a.n_group)) {  // groups across lanes
     keep_best_groups_in_shared_memory<kPerLane>(a, value, id, live, s, lane);
   } else if (a.n_group > 1) {
@@ -133,7 +138,8 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   // (take_rounds<.., kOneHolder>: the vote only detects a tie across lanes, and a pass that met one
   // is repeated exactly from the sorted keys): ungrouped, M = 1 5.46-5.58 -> 5.38-5.41 us, M = 8
   // 5.76-5.82 -> 5.56-5.66 (H200, same run). With the groups kept in the lanes, the second pass's
-  // code made DeepSeek-V3's M = 1 0.3 us slower: those rows run the exact rounds only.
+  // code made DeepSeek-V3's M = 1 0.3 us slower: those rows run the exact rounds only (DeepSeek-V3's
+  // own groups, whole columns, are prepared rows, which run the pass).
   constexpr int kRun = kPerLane < 8 ? kPerLane : 8, kRuns = kPerLane / kRun;
   uint64_t key[kRuns][kRun];
 #pragma unroll
@@ -163,7 +169,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   const bool filled = my_id >= 0;
   float weight = 0.0f;
   if (filled) {
-    switch (a.mode) {
+    switch (mode) {
       case RoutingMode::softmax_topk:  // exponentiated below
         weight = my_value;
         break;
@@ -171,11 +177,11 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
         weight = renormalized_softmax ? my_value : expf(my_value - lse);
         break;
       case RoutingMode::sigmoid_bias:  // p of the score, not the selection score less the bias
-        weight = epilogue::sigmoid(a.scores[m * a.scores_ld + my_id]);
+        weight = kPrepared ? prepared.p[my_id] : epilogue::sigmoid(a.scores[m * a.scores_ld + my_id]);
         break;
     }
   }
-  if (a.mode == RoutingMode::softmax_topk || renormalized_softmax) {
+  if (mode == RoutingMode::softmax_topk || renormalized_softmax) {
     const float top = __shfl_sync(0xffffffffu, my_value, 0);  // slot 0 holds the largest
     weight = filled ? expf(my_value - top) : 0.0f;
     weight /= warp_sum(weight);

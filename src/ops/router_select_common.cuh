@@ -66,6 +66,13 @@ struct SelectArgs {
   int32_t* token_expert_indices = nullptr;  // or null
 };
 
+// A decode row the CTA prepared for sigmoid_bias with groups of whole columns (select_token's
+// kPrepared): the weights' p = sigmoid(s) by expert, and whether the lane's entries' group is kept.
+struct PreparedRow {
+  const float* p = nullptr;
+  bool lane_kept = true;
+};
+
 // (value, id) ranks before (other_value, other_id): larger, or equal with the lower id; an empty
 // entry (id < 0) ranks after every real one.
 __device__ __forceinline__ bool ranks_before(float value, int32_t id, float other_value, int32_t other_id) {

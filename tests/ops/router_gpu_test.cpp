@@ -338,10 +338,17 @@ TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
     for (int64_t m : {1, 16}) expect_routes_like_the_reference({m, experts, 4104, RoutingMode::topk_softmax, 8, true});
   expect_routes_like_the_reference({3, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, 8, 4, 2.5f});
   expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
-  // Groups that are runs of whole lanes keep in the selecting warp (groups_in_lanes): of two experts
-  // (one lane each, 32 groups, NaN rows), of sixteen (two lanes), of 256 (16 lanes: k = 32 from the
-  // one group of two kept), of eight at one a lane and of 32 at four a lane (eight lanes); the others
-  // in the CTA's group stage: 144 / 8 groups of 18 at 8 a lane, 96 / 4 groups of 24 (six lanes of 4).
+  // Groups of whole 32-expert columns are prepared by the CTA (GroupStage::columns): DeepSeek-V3's
+  // 256 / 8 above, 128 / 4 (four a lane, two token tiles), 512 / 2 (eight columns a group, k = 32
+  // from the one kept), 64 / 2 in f16 without a bias and with NaN rows (and GroupedSelectionShapes at
+  // M = 9). Other groups that are runs of whole lanes keep in the selecting warp (groups_in_lanes):
+  // of two experts (one lane each, 32 groups, NaN rows), of sixteen (two lanes), of eight at one a
+  // lane; the others in the CTA's group stage: 144 / 8 groups of 18 at 8 a lane, 96 / 4 groups of 24
+  // (six lanes of 4).
+  Case columns_f16{16, 64, 264, RoutingMode::sigmoid_bias, 8, false, false, 2, 1};
+  columns_f16.input = DType::f16;
+  columns_f16.nan_rows = {0, 9};
+  expect_routes_like_the_reference(columns_f16);
   expect_routes_like_the_reference({4, 32, 264, RoutingMode::sigmoid_bias, 5, true, true, 4, 2, 2.0f});
   expect_routes_like_the_reference({11, 128, 1032, RoutingMode::sigmoid_bias, 8, false, true, 4, 2});
   expect_routes_like_the_reference({7, 144, 4104, RoutingMode::sigmoid_bias, 6, true, true, 8, 3, 1.5f});
