@@ -10,8 +10,10 @@
 //   2. a grid barrier (CTAs with no token arrive and leave), then CTA b takes tokens b, b + grid,
 //      ...: its scores are the splits' partials added in split order (into shared memory), then one
 //      warp selects (router_select.cuh) and counts the slots; grouped selection first keeps the
-//      groups, in that warp where a group is a power-of-two run of whole lanes, else with the whole
-//      CTA.
+//      groups: where they are whole 32-expert columns the CTA's warps take each column's top two
+//      (and the sigmoids and selection scores) while adding up the scores and the selecting warp
+//      ranks the groups; else in that warp where a group is a power-of-two run of whole lanes;
+//      else with the whole CTA.
 //
 // Same inputs, same bits: every sum runs in an order fixed by the shape alone; the only atomics are
 // the integer slot counts.

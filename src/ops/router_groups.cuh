@@ -1,8 +1,9 @@
 // Internal: grouped selection's first half (sigmoid_bias with n_group > 1; coda/ops/router.hpp):
 // a group scores the sum of its two best selection scores, the topk_group best groups are kept and
-// every other expert leaves the selection. One set of rules in four layouts: a warp's row in column
-// order with groups of whole 32-expert columns (registers) or not (the warp's shared memory), a
-// lane-order row with groups of whole lanes (the warp), or not (the decode kernel's whole CTA).
+// every other expert leaves the selection. One set of rules in five layouts: a warp's row in column
+// order with groups of whole 32-expert columns (registers) or not (the warp's shared memory); the
+// decode kernel's lane-order row with groups of whole columns (the CTA's column top twos, ranked by
+// the selecting warp), of whole lanes (the warp), or neither (the whole CTA).
 #pragma once
 
 #include <cmath>
@@ -16,7 +17,8 @@ namespace coda::ops::router_detail {
 CODA_HD bool groups_in_shared_memory(int experts, int n_group) { return n_group > 1 && (experts / n_group) % 32 != 0; }
 
 /// Whether a lane-order row's groups are each a power-of-two run of whole lanes
-/// (keep_best_groups_in_lanes): DeepSeek-V3's 8 groups of 32 experts at 8 a lane are 4 lanes each.
+/// (keep_best_groups_in_lanes): E = 160's 10 groups of 16 at 8 a lane are 2 lanes each (the decode
+/// kernel sends groups of whole 32-expert columns, DeepSeek-V3's, to column_top_two instead).
 CODA_HD bool groups_in_lanes(int experts, int n_group, int per_lane) {
   const int group_size = n_group > 1 ? experts / n_group : 0, lanes = group_size / per_lane;
   return n_group > 1 && group_size % per_lane == 0 && (lanes & (lanes - 1)) == 0;
@@ -197,7 +199,7 @@ __device__ __forceinline__ bool lane_group_kept(const SelectArgs& a, const Colum
 // A group's lanes merge their top two in one butterfly, every group at once, and a group's place is
 // the number of groups ranking before it; against one warp's butterfly per group in turn (with
 // the warp's row in column order) it measured 9.4 -> 7.6 us on 8 groups of 32 at M = 1 (decode
-// router, docs/performance.md), where the lane-order warp now keeps such groups. `s`: scratch.
+// router, docs/performance.md), where such groups are now whole columns (column_top_two). `s`: scratch.
 template <int kThreads>
 __device__ void keep_best_groups_in_block(const SelectArgs& a, float* row, WarpScratch& s, int t) {
   static_assert(kThreads % 32 == 0 && kMaxGroups <= kThreads, "whole warps; a thread per group ranks them");

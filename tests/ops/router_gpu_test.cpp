@@ -298,9 +298,10 @@ TEST(RouterGpu, GroupedSelectionShapes) {
   expect_routes_like_the_reference({70, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3});
   expect_routes_like_the_reference({70, 160, 256, RoutingMode::sigmoid_bias, 6, false, true, 10, 10});
   expect_routes_like_the_reference({150, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true, 1, 1, 2.827f});
-  // Groups of whole 32-expert columns take the register path (router_groups.cuh,
-  // keep_best_groups_in_registers), the others (above: groups of 2 and 16) shared memory: groups of
-  // one, two and four columns, one group kept or every group, decode and scores paths, NaN rows.
+  // Groups of whole 32-expert columns take the register path past decode (router_groups.cuh,
+  // keep_best_groups_in_registers) and the CTA's column top twos at decode (M = 9), the others
+  // (above: groups of 2 and 16) shared memory: groups of one, two and four columns, one group kept
+  // or every group, NaN rows.
   for (int64_t m : {9, 130}) {
     expect_routes_like_the_reference({m, 512, 256, RoutingMode::sigmoid_bias, 8, true, true, 16, 1});
     expect_routes_like_the_reference({m, 384, 256, RoutingMode::sigmoid_bias, 8, true, true, 12, 12});
@@ -340,11 +341,13 @@ TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
   expect_routes_like_the_reference({16, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true});
   // Groups of whole 32-expert columns are prepared by the CTA (GroupStage::columns): DeepSeek-V3's
   // 256 / 8 above, 128 / 4 (four a lane, two token tiles), 512 / 2 (eight columns a group, k = 32
-  // from the one kept), 64 / 2 in f16 without a bias and with NaN rows (and GroupedSelectionShapes at
-  // M = 9). Other groups that are runs of whole lanes keep in the selecting warp (groups_in_lanes):
+  // from the one kept), 384 / 4 and 96 / 3 (three and one columns a group), 64 / 2 in f16 without a
+  // bias and with NaN rows (and GroupedSelectionShapes at M = 9). Other groups that are runs of whole lanes keep in the selecting warp (groups_in_lanes):
   // of two experts (one lane each, 32 groups, NaN rows), of sixteen (two lanes), of eight at one a
   // lane; the others in the CTA's group stage: 144 / 8 groups of 18 at 8 a lane, 96 / 4 groups of 24
   // (six lanes of 4).
+  expect_routes_like_the_reference({5, 384, 1032, RoutingMode::sigmoid_bias, 8, true, true, 4, 2, 2.5f});
+  expect_routes_like_the_reference({13, 96, 264, RoutingMode::sigmoid_bias, 6, false, true, 3, 2});
   Case columns_f16{16, 64, 264, RoutingMode::sigmoid_bias, 8, false, false, 2, 1};
   columns_f16.input = DType::f16;
   columns_f16.nan_rows = {0, 9};
@@ -421,8 +424,10 @@ TEST(RouterGpu, BitwiseRepeatable) {
 
 TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
   CODA_REQUIRE_HOPPER();
-  for (int64_t rows : {5, 100}) {  // the decode kernel's scores, and the GEMM's
-    const Case c{rows, 60, 512, RoutingMode::topk_softmax, 4};
+  // The decode kernel's scores (and its grouped kernel of whole-column groups), and the GEMM's.
+  for (const Case& c :
+       {Case{5, 60, 512, RoutingMode::topk_softmax, 4}, Case{100, 60, 512, RoutingMode::topk_softmax, 4},
+        Case{5, 64, 512, RoutingMode::sigmoid_bias, 4, true, true, 2, 1}}) {
     RouterRun run(c);
     DeviceTensor scores(DType::f32, c.m, c.experts);
     scores.poison();
