@@ -1,7 +1,7 @@
 // Internal: what the router's selection in the GEMM's epilogue (router_epilogue.cuh) does across
-// the four lanes of a quad, which hold one row: sorting networks on a lane's values (floats, or
-// 32- or 64-bit keys, none NaN), the bitonic merge of two sorted lists of 8 into the 8 largest,
-// that merge across the quad, and quad sums.
+// the four lanes of a quad, which hold one row: the bitonic merge of two sorted lists of 8 (a
+// lane's values sorted by router_select_common.cuh's sort_descending) into the 8 largest, that
+// merge across the quad, and quad sums.
 #pragma once
 
 #include <cstddef>
@@ -12,28 +12,6 @@
 
 namespace coda::ops::router_detail::fused {
 
-__device__ __forceinline__ float larger(float a, float b) { return fmaxf(a, b); }
-__device__ __forceinline__ float smaller(float a, float b) { return fminf(a, b); }
-__device__ __forceinline__ uint32_t larger(uint32_t a, uint32_t b) { return max(a, b); }
-__device__ __forceinline__ uint32_t smaller(uint32_t a, uint32_t b) { return min(a, b); }
-__device__ __forceinline__ uint64_t larger(uint64_t a, uint64_t b) { return a > b ? a : b; }
-__device__ __forceinline__ uint64_t smaller(uint64_t a, uint64_t b) { return a > b ? b : a; }
-
-template <int kLow, int kHigh, class T, int N>
-__device__ __forceinline__ void exchange(T (&v)[N]) {
-  const T a = v[kLow], b = v[kHigh];
-  v[kLow] = larger(a, b);
-  v[kHigh] = smaller(a, b);
-}
-template <class T, int N, std::size_t... I>
-__device__ __forceinline__ void sort_network(T (&v)[N], std::index_sequence<I...>) {
-  (exchange<kMergeSortNetwork<N>.pairs[I].first, kMergeSortNetwork<N>.pairs[I].second>(v), ...);
-}
-// N values (no NaN), largest first.
-template <class T, int N>
-__device__ __forceinline__ void sort_descending(T (&v)[N]) {
-  sort_network(v, std::make_index_sequence<kMergeSortNetwork<N>.size>());
-}
 // a and b sorted largest first: a becomes the 8 largest of both, sorted (a half-cleaner leaves
 // them as a bitonic sequence, which three rounds of compare-exchanges sort), and `dropped` the
 // largest of the other 8 if that is larger (the half-cleaner's smaller sides).

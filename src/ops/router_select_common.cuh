@@ -112,20 +112,28 @@ constexpr SortNetwork<N> merge_sort_network() {
 template <int N>
 inline constexpr SortNetwork<N> kMergeSortNetwork = merge_sort_network<N>();
 
-template <int kLow, int kHigh, int N>
-__device__ __forceinline__ void compare_exchange(uint64_t (&key)[N]) {
-  const uint64_t a = key[kLow], b = key[kHigh];
-  key[kLow] = a > b ? a : b;
-  key[kHigh] = a > b ? b : a;
+__device__ __forceinline__ float larger(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ float smaller(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ uint32_t larger(uint32_t a, uint32_t b) { return max(a, b); }
+__device__ __forceinline__ uint32_t smaller(uint32_t a, uint32_t b) { return min(a, b); }
+__device__ __forceinline__ uint64_t larger(uint64_t a, uint64_t b) { return a > b ? a : b; }
+__device__ __forceinline__ uint64_t smaller(uint64_t a, uint64_t b) { return a > b ? b : a; }
+
+template <int kLow, int kHigh, class T, int N>
+__device__ __forceinline__ void compare_exchange(T (&v)[N]) {
+  const T a = v[kLow], b = v[kHigh];
+  v[kLow] = larger(a, b);
+  v[kHigh] = smaller(a, b);
 }
-template <int N, std::size_t... I>
-__device__ __forceinline__ void sort_descending(uint64_t (&key)[N], std::index_sequence<I...>) {
-  (compare_exchange<kMergeSortNetwork<N>.pairs[I].first, kMergeSortNetwork<N>.pairs[I].second>(key), ...);
+template <class T, int N, std::size_t... I>
+__device__ __forceinline__ void sort_descending(T (&v)[N], std::index_sequence<I...>) {
+  (compare_exchange<kMergeSortNetwork<N>.pairs[I].first, kMergeSortNetwork<N>.pairs[I].second>(v), ...);
 }
-// Sorts N keys, largest first, with every index a compile-time constant (registers, no local memory).
-template <int N>
-__device__ __forceinline__ void sort_descending(uint64_t (&key)[N]) {
-  sort_descending(key, std::make_index_sequence<kMergeSortNetwork<N>.size>());
+// Sorts N values (floats without NaN, or 32- or 64-bit keys), largest first, with every index a
+// compile-time constant (registers, no local memory).
+template <class T, int N>
+__device__ __forceinline__ void sort_descending(T (&v)[N]) {
+  sort_descending(v, std::make_index_sequence<kMergeSortNetwork<N>.size>());
 }
 
 // The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
