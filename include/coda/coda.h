@@ -245,7 +245,8 @@ typedef struct coda_router_options {
   coda_routing_mode mode;
   int32_t k;                   /* experts per token, 1 <= k <= min(E, 32) */
   int32_t renormalize;         /* nonzero: the k weights sum to 1 (before the scaling factor) */
-  const coda_tensor* expert_bias; /* sigmoid_bias only, may be NULL: f32 (E), ranks only */
+  const coda_tensor* expert_bias; /* sigmoid_bias only, may be NULL: f32 (E), ranks only (NaN: never
+                                     selected; coda/ops/router.hpp) */
   int32_t n_group;             /* sigmoid_bias: groups (1: none); divides E, >= 2 experts each */
   int32_t topk_group;          /* groups kept, 1 <= topk_group <= n_group */
   float routed_scaling_factor; /* finite, > 0 (1: none) */

@@ -33,8 +33,12 @@ __device__ __forceinline__ TopTwo merge(TopTwo a, TopTwo b) {
   return {fmaxf(a.first, b.first), a.first >= b.first ? fmaxf(a.second, b.first) : fmaxf(a.first, b.second),
           a.count + b.count};
 }
-// A group's score: the sum of its two best selection scores, -inf with fewer than two selectable.
-__device__ __forceinline__ float group_score(TopTwo t) { return t.count >= 2 ? t.first + t.second : -INFINITY; }
+// A group's score: the sum of its two best selection scores, -inf with fewer than two selectable
+// or where the sum is NaN (+inf and -inf, from infinite biases: fmaxf takes the non-NaN operand).
+// A NaN score would be unordered: the rank counts below would keep its group and topk_group others.
+__device__ __forceinline__ float group_score(TopTwo t) {
+  return t.count >= 2 ? fmaxf(t.first + t.second, -INFINITY) : -INFINITY;
+}
 // The same from the order-preserving codes of the two best (0: none).
 __device__ __forceinline__ float group_score_of_codes(uint32_t first, uint32_t second) {
   return group_score({value_of_code(first), value_of_code(second), int(first != 0) + int(second != 0)});
@@ -121,7 +125,7 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
       if ((i + 1) % per_group == 0 && g < a.n_group && !(kept >> g & 1u) && ranks_before(score[i], g, b.value, b.id))
         b = {score[i], g};
     }
-    if (b.id < 0) break;  // every group left scores -inf (fewer than two selectable): none is kept
+    if (b.id < 0) break;  // no group left (a group at -inf still ranks before none, so it is kept)
     kept |= 1u << b.id;
   }
 #pragma unroll

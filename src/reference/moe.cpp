@@ -14,6 +14,7 @@ namespace coda::reference {
 namespace {
 
 constexpr int64_t kMaxExperts = 512;  // the router's range: wider than one GPU tile, tiles' candidates merge
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // `experts_argument` names the argument whose extent E is.
 void check_options(ArgumentCheck& check, std::string_view experts_argument, int64_t experts,
@@ -27,12 +28,8 @@ void check_options(ArgumentCheck& check, std::string_view experts_argument, int6
                 "is used only by mode sigmoid_bias; leave it empty for the softmax modes");
   check.require(options.n_group == 1 || sigmoid_bias, "options.n_group", "is ", options.n_group,
                 " but grouped selection exists only in mode sigmoid_bias");
-  if (!options.expert_bias.empty()) {
+  if (!options.expert_bias.empty())
     checks::require_length(check, "options.expert_bias", options.expert_bias.size(), experts, "one bias per expert");
-    check.require(std::all_of(options.expert_bias.begin(), options.expert_bias.end(),
-                              [](double b) { return std::isfinite(b); }),
-                  "options.expert_bias", "must be finite everywhere");
-  }
   check.require(options.n_group >= 1 && experts % options.n_group == 0, "options.n_group", "is ", options.n_group,
                 " but must be >= 1 and divide the number of experts (", experts, ")");
   const int64_t group_size = options.n_group >= 1 ? experts / options.n_group : 0;
@@ -58,15 +55,16 @@ std::vector<int64_t> ranked(const Vector& score, const std::vector<bool>& allowe
 }
 
 // DeepSeek-V3's group-limited selection: keep only the experts of the topk_group groups whose
-// two best selection scores sum highest.
+// two best selection scores sum highest. A group with fewer than two selectable experts, or whose
+// two best sum to NaN (+inf and -inf, from infinite biases), scores -inf: every group score is
+// ordered, so exactly topk_group groups are kept.
 void keep_best_groups(const Vector& selection, const RoutingOptions& options, std::vector<bool>& allowed) {
   const int64_t experts = int64_t(selection.size()), group_size = experts / options.n_group;
   Vector group_score(std::size_t(options.n_group));
   for (int64_t g = 0; g < options.n_group; ++g) {
     const std::vector<int64_t> best = ranked(selection, allowed, g * group_size, (g + 1) * group_size);
-    group_score[std::size_t(g)] = best.size() >= 2
-                                      ? selection[std::size_t(best[0])] + selection[std::size_t(best[1])]
-                                      : -std::numeric_limits<double>::infinity();
+    const double sum = best.size() >= 2 ? selection[std::size_t(best[0])] + selection[std::size_t(best[1])] : kNaN;
+    group_score[std::size_t(g)] = std::isnan(sum) ? -std::numeric_limits<double>::infinity() : sum;
   }
   const std::vector<bool> every_group(group_score.size(), true);
   const std::vector<int64_t> groups = ranked(group_score, every_group, 0, options.n_group);

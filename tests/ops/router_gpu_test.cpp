@@ -4,8 +4,10 @@
 // first on every tie) and its weights to fp32 rounding. sigmoid_bias ranks sigmoid(s) + bias, which
 // fp32 rounds: two experts within a few ulps may swap, so there the ids must form a valid selection
 // of the fp64 scores up to 1e-6 (order, nothing better left out, only kept groups) and the weights
-// must be the fp64 formula's at the GPU's ids. Every path (the decode kernel at M <= 16; the GEMM's
-// scores; with fused_selection, the selection in the GEMM's epilogue where k <= 8, no groups and E <= 256),
+// must be the fp64 formula's at the GPU's ids (router_gpu_ties_test.cpp checks sigmoid_bias's ties,
+// of experts and of groups, and non-finite biases exactly, on scores fp32 cannot reorder). Every
+// path (the decode kernel at M <= 16; the GEMM's scores; with fused_selection, the selection in the
+// GEMM's epilogue where k <= 8, no groups and E <= 256),
 // every mode, E from 1 to 512, k from 1 to 32 and E, NaN rows (a padded batch), the dispatch
 // outputs, and bitwise repeatability with a garbage workspace. The epilogue's selection is also
 // checked against the scores path on fine random scores (FusedSelectionMatchesTheScoresPath).

@@ -26,7 +26,9 @@
 // routed_scaling_factor. Slots are ordered by descending selection score, ties to the lower id.
 // NaN scores are never selected (a padded batch's NaN row is no error): where fewer than k
 // experts are selectable, the remaining slots take the lowest ids not chosen, at weight 0, so ids
-// are always distinct and in [0, E). Same inputs, same bits.
+// are always distinct and in [0, E). The bias is device data, not checked: a NaN bias makes its
+// expert's selection score NaN (never selected), +inf ranks it before and -inf after every finite
+// score, and a group whose two best are +inf and -inf scores -inf. Same inputs, same bits.
 //
 // Outputs: weights (M x k, f32), ids (M x k, int32); optionally token_expert_indices (M x k, int32:
 // slot j of token m holds j M + m, vLLM's layout), expert_counts (E, int32: slots routed to each
@@ -62,7 +64,7 @@ struct RouterOptions {
   RoutingMode mode = RoutingMode::softmax_topk;
   int32_t k = 1;                       // experts per token, 1 <= k <= min(E, 32)
   bool renormalize = false;            // scale the k weights to sum 1
-  TensorView expert_bias;              // sigmoid_bias only, optional: f32 (E), finite
+  TensorView expert_bias;              // sigmoid_bias only, optional: f32 (E); NaN, +-inf: above
   int32_t n_group = 1;                 // sigmoid_bias only: grouped selection when > 1 (divides E, >= 2 per group)
   int32_t topk_group = 1;              // groups kept, 1 <= topk_group <= n_group; k <= topk_group E / n_group
   float routed_scaling_factor = 1.0f;  // finite, > 0

@@ -25,6 +25,9 @@
 // slots hold the lowest ids not yet chosen, at weight 0 (ids are always distinct and in [0, E)).
 // Infinite scores are ordinary values (as in softmax, a row whose selected scores are all -inf
 // gives NaN weights).
+// The bias may be any value: a NaN bias makes its expert's selection score NaN (never selected);
+// +inf ranks the expert before every finite score, -inf after every finite score (still
+// selectable); a group whose two best sum to NaN (+inf and -inf) scores -inf.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +43,7 @@ struct RoutingOptions {
   RoutingMode mode = RoutingMode::softmax_topk;
   int64_t k = 1;                       // experts per token, 1 <= k <= E (the GPU may allow fewer)
   bool renormalize = false;            // scale the k weights to sum 1 (a no-op for softmax_topk)
-  Vector expert_bias = {};             // sigmoid_bias only: length E, finite; empty = no bias
+  Vector expert_bias = {};             // sigmoid_bias only: length E (NaN, +-inf: above); empty = no bias
   int64_t n_group = 1;                 // sigmoid_bias only: grouped selection when > 1
   int64_t topk_group = 1;              // groups kept, 1 <= topk_group <= n_group
   double routed_scaling_factor = 1.0;  // finite, > 0
