@@ -214,7 +214,9 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
                                        .rows = int32_t(m),
                                        .weights = a.weights,
                                        .ids = a.ids,
-                                       .token_expert_indices = a.token_expert_indices};
+                                       .token_expert_indices = a.token_expert_indices,
+                                       .n_group = a.n_group,
+                                       .topk_group = a.topk_group};
       router_detail::launch_fused(x, w, f, gemm, kFunction, stream);
     } else {
       const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;

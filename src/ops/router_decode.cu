@@ -212,6 +212,10 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
   __shared__ float bias_copy[kCopiesBias ? kRouterMaxExperts : 1];
   __shared__ float selection[kColumns ? kRouterMaxExperts : 1];  // sigmoid(s) + bias (row: sigmoid(s))
   __shared__ ColumnTopTwo column_top[kColumns ? kRouterMaxExperts / 32 : 1];
+  // The columns kernel's E / n_group / 32, here so that its division's latency hides under the
+  // scores phase (the empty asm keeps the compiler from sinking it into the selecting warp's chain).
+  int columns_per_group = kColumns ? a.experts / a.n_group / 32 : 0;
+  if constexpr (kColumns) asm volatile("" : "+r"(columns_per_group));
   partial_scores<Element, kTokenTiles>(d, a, reduce);
   ExpertBiasCopy bias{};
   if constexpr (kGroups != GroupStage::none)
@@ -267,8 +271,9 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
       const int lane = int(threadIdx.x);
       int32_t id;
       if constexpr (kColumns)
-        id = select_token<kPerLane, true, false, true>(select, m, scratch, lane,
-                                                       {row, lane_group_kept<kPerLane>(a, column_top, lane)});
+        id = select_token<kPerLane, true, false, true>(
+            select, m, scratch, lane,
+            {row, lane_group_kept<kPerLane>(a, column_top, columns_per_group, scratch.group_score, lane)});
       else id = select_token<kPerLane, true, kGroups == GroupStage::lanes>(select, m, scratch, lane);
       if (d.counts && id >= 0) atomicAdd(&d.counts[id], 1);  // integers: exact in any order
     }

@@ -28,199 +28,13 @@
 #include "coda/mainloop/epilogue_seam.cuh"
 #include "coda/ops/router.hpp"
 #include "coda/sm90/barrier.cuh"
+#include "router_epilogue_slots.cuh"
+#include "router_groups.cuh"
 #include "router_quad.cuh"
 #include "router_select_common.cuh"
 
 namespace coda::ops::router_detail {
-
-inline constexpr int kFusedMaxK = 8;
-inline constexpr int kFusedMaxExperts = 256;
-
-/// The epilogue's parameters: the selection's rules and its outputs.
-struct FusedArgs {
-  const float* expert_bias = nullptr;  // f32 E, or null
-  RoutingMode mode = RoutingMode::softmax_topk;
-  int32_t experts = 0;
-  int32_t k = 1;
-  bool renormalize = false;
-  float scale = 1.0f;
-  int32_t rows = 0;
-  float* weights = nullptr;  // M x k
-  int32_t* ids = nullptr;
-  int32_t* token_expert_indices = nullptr;  // or null
-};
-
 namespace fused {
-
-inline constexpr int kChunks = 8;  // per lane and row
-inline constexpr int kSlots = 8;   // chunks a row copies to shared memory (k <= 8)
-
-// One row's copied chunks, in the warp's shared memory: the logits (the scores are recomputed from
-// them, bit for bit) and each chunk's first column. Rows 4 words longer than their data: the
-// quads' 16-byte stores of one chunk each fall in different banks.
-template <int kChunk>
-struct RowChunks {
-  float logit[kSlots][kChunk];
-  int32_t first_col[kSlots];
-  float pad[4];
-};
-
-/// A thread's two rows of one 64-row block, V values each: value v of row half h is accumulator
-/// 4 (v / 2) + 2 h + v % 2, column 8 (v / 2) + v % 2 + 2 (lane % 4) (epilogue_seam.cuh).
-template <int V>
-struct RowLayout {
-  static_assert(V % 16 == 0 && V <= 64, "rows of 64 to 256 columns");
-  static constexpr int kChunk = V / kChunks;
-  static constexpr int index(int v, int h) { return 4 * (v / 2) + 2 * h + v % 2; }
-  static constexpr int col(int v) { return 8 * (v / 2) + v % 2; }
-};
-
-// The selection score of a logit: itself, or sigmoid_bias's sigmoid(s) + bias (the scores path's
-// sigmoid_selection_score, the same bits). kSigmoid is a template parameter: a run-time test would
-// leave the sigmoid's instructions in every mode's path.
-// `bias`: the expert bias in shared memory, or null.
-template <bool kSigmoid>
-__device__ __forceinline__ float selection_score(const float* bias, float logit, int col) {
-  if constexpr (!kSigmoid) return logit;
-  else return epilogue::sigmoid(logit) + (bias ? bias[col] : 0.0f);
-}
-
-/// What a lane hands the weights for its slots (j = lane % 4 and j + 4 of the row).
-struct Slot {
-  float score = 0.0f;   // selection score
-  float p = 0.0f;       // sigmoid_bias's weight before renormalizing: sigmoid(s)
-  int32_t id = -1;      // -1: a slot past k
-  bool filled = false;  // false: nothing selectable was left for it (weight 0)
-};
-
-// k exact rounds over the lanes' registers, for a quad the fast path could not settle (`keep`:
-// it could, and its slots stay): each round the quad's best score ranking after the last one
-// taken (larger first, ties to the lower column, NaN never). Slots no selectable score filled take
-// the lowest ids not chosen. sigmoid_bias's row becomes p = sigmoid(s) in place (the row is done
-// with its logits), the score p + bias: a sigmoid in every round would hold the row's scores
-// beside the accumulators, and spill. The chosen ids go through the row's shared memory
-// (`chosen`, the chunks' first columns, read before).
-template <int V, bool kSigmoid, int N>
-__device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* bias, float (&acc)[N], int lane_col,
-                                               bool keep, int32_t (&chosen)[kSlots], Slot (&mine)[2]) {
-  using Layout = RowLayout<V>;
-  const int quad_lane = int(threadIdx.x % 4u);
-  if constexpr (kSigmoid)
-#pragma unroll
-    for (int v = 0; v < V; ++v) acc[Layout::index(v, 0)] = epilogue::sigmoid(acc[Layout::index(v, 0)]);
-  float last_score = INFINITY;
-  int last_col = -1, filled = 0;
-  for (int slot = 0; slot < a.k; ++slot) {
-    // The bias's address laundered each round, so that its loads stay in the round (hoisted, V of
-    // them would wait in registers beside the accumulators).
-    const float* round_bias = bias;
-    if constexpr (kSigmoid) asm volatile("" : "+l"(round_bias));
-    // The lane's best in four interleaved chains (each in column order, so that ties keep the
-    // first), then merged: one chain of V compare-and-selects would be the round's latency.
-    bool chain_have[4] = {false, false, false, false};
-    float chain_score[4] = {0.0f, 0.0f, 0.0f, 0.0f}, chain_p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int chain_col[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int c = v % 4, col = lane_col + Layout::col(v);
-      // sigmoid_bias: the row holds p = sigmoid(s); the score is p + bias, selection_score's bits.
-      const float score =
-          kSigmoid ? acc[Layout::index(v, 0)] + (round_bias ? round_bias[col] : 0.0f) : acc[Layout::index(v, 0)];
-      const bool after = score < last_score || (score == last_score && col > last_col);
-      if (after && (!chain_have[c] || score > chain_score[c])) {
-        chain_have[c] = true;
-        chain_score[c] = score;
-        chain_p[c] = acc[Layout::index(v, 0)];
-        chain_col[c] = col;
-      }
-    }
-    bool have = chain_have[0];
-    float best_score = chain_score[0], best_p = chain_p[0];
-    int best_col = chain_col[0];
-#pragma unroll
-    for (int c = 1; c < 4; ++c)
-      if (chain_have[c] &&
-          (!have || chain_score[c] > best_score || (chain_score[c] == best_score && chain_col[c] < best_col))) {
-        have = true;
-        best_score = chain_score[c];
-        best_p = chain_p[c];
-        best_col = chain_col[c];
-      }
-#pragma unroll
-    for (int mask = 1; mask <= 2; mask *= 2) {
-      const bool other = __shfl_xor_sync(0xffffffffu, int(have), mask) != 0;
-      const float other_score = __shfl_xor_sync(0xffffffffu, best_score, mask);
-      const float other_p = __shfl_xor_sync(0xffffffffu, best_p, mask);
-      const int other_col = __shfl_xor_sync(0xffffffffu, best_col, mask);
-      if (other && (!have || other_score > best_score || (other_score == best_score && other_col < best_col))) {
-        have = true;
-        best_score = other_score;
-        best_p = other_p;
-        best_col = other_col;
-      }
-    }
-    if (have) {
-      last_score = best_score;
-      last_col = best_col;
-      ++filled;
-    }
-    if (quad_lane == 0 && !keep) chosen[slot] = best_col;  // a kept quad's lanes may still read it
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-      if (!keep && slot == quad_lane + 4 * s) mine[s] = {best_score, best_p, best_col, have};
-  }
-  __syncwarp();
-  if (keep) return;
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int j = quad_lane + 4 * s;
-    if (j >= a.k || mine[s].filled) continue;
-    int wanted = j - filled;  // the filled slots come first
-    int32_t e = 0;
-    for (;; ++e) {
-      bool taken = false;
-      for (int i = 0; i < filled; ++i) taken = taken || chosen[i] == e;
-      if (!taken && wanted-- == 0) break;
-    }
-    mine[s].id = e;
-  }
-}
-
-// The weights of a row's slots (the scores path's formulas, select_token) and the outputs.
-__device__ __forceinline__ void write_slots(const FusedArgs& a, int32_t row, const Slot (&mine)[2], float lse) {
-  const int lane = int(threadIdx.x % 32u), quad_lane = lane % 4;
-  const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
-  float w[2];
-  if (a.mode == RoutingMode::softmax_topk || renormalized_softmax) {
-    const float top = __shfl_sync(0xffffffffu, mine[0].score, lane & ~3);  // slot 0, the largest
-#pragma unroll
-    for (int s = 0; s < 2; ++s) w[s] = mine[s].filled ? expf(mine[s].score - top) : 0.0f;
-    const float sum = quad_sum(w[0] + w[1]);
-#pragma unroll
-    for (int s = 0; s < 2; ++s) w[s] /= sum;
-  } else if (a.mode == RoutingMode::topk_softmax) {
-#pragma unroll
-    for (int s = 0; s < 2; ++s) w[s] = mine[s].filled ? expf(mine[s].score - lse) : 0.0f;
-  } else {
-#pragma unroll
-    for (int s = 0; s < 2; ++s) w[s] = mine[s].filled ? mine[s].p : 0.0f;
-    if (a.renormalize) {
-      const float sum = quad_sum(w[0] + w[1]);
-#pragma unroll
-      for (int s = 0; s < 2; ++s) w[s] /= sum;
-    }
-  }
-  if (row >= a.rows) return;
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int j = quad_lane + 4 * s;
-    if (j >= a.k) continue;
-    const int64_t i = int64_t(row) * a.k + j;
-    a.weights[i] = mine[s].filled ? w[s] * a.scale : 0.0f;
-    a.ids[i] = mine[s].id;
-    if (a.token_expert_indices) a.token_expert_indices[i] = int32_t(j * a.rows + row);
-  }
-}
 
 // The k best keys (best[0 .. k)) in the exact order of their scores, ties to the lower column: for
 // a row where two of them share a truncated code. No shuffles: a lane may run it alone.
@@ -304,8 +118,10 @@ __device__ __forceinline__ void select_copied_exactly(const float* bias, const R
 }
 
 // Slots j = lane % 4 and j + 4 of the row whose values are the thread's first row half (value v
-// at RowLayout::index(v, 0); columns past E hold NaN), by the quad.
-template <int V, bool kSigmoid, int N>
+// at RowLayout::index(v, 0); columns past E hold NaN), by the quad. kGroups (sigmoid_bias with 8
+// groups, groups_in_epilogue): chunk q is group q's share; the groups not kept turn NaN before the
+// selection (logits and all), as their experts leave the scores path's `live`.
+template <int V, bool kSigmoid, bool kGroups, int N>
 __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias, float (&acc)[N], int32_t row,
                                            RowChunks<RowLayout<V>::kChunk>& chunks, int lane_col) {
   using Layout = RowLayout<V>;
@@ -315,17 +131,31 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
     return selection_score<kSigmoid>(bias, logit, lane_col + offset);
   };
 
-  // 1. Chunk maxima of the selection scores (fmaxf skips NaN; a chunk of NaN only gives -inf).
-  float chunk_max[kChunks];
+  // 1. Chunk maxima of the selection scores (fmaxf skips NaN; a chunk of NaN only gives -inf),
+  // and with groups the second largest (-inf where missing).
+  float chunk_max[kChunks], chunk_second[kGroups ? kChunks : 1];
 #pragma unroll
   for (int q = 0; q < kChunks; ++q) {
-    float m = -INFINITY;
+    float m = -INFINITY, second = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
       const int v = q * kChunk + j;
-      m = fmaxf(m, score_of(acc[Layout::index(v, 0)], Layout::col(v)));
+      const float score = score_of(acc[Layout::index(v, 0)], Layout::col(v));
+      if constexpr (kGroups) second = fmaxf(second, fminf(m, score == score ? score : -INFINITY));
+      m = fmaxf(m, score);
     }
     chunk_max[q] = m;
+    if constexpr (kGroups) chunk_second[q] = second;
+  }
+  if constexpr (kGroups) {
+    const uint32_t kept = quad_kept_groups(a.topk_group, chunk_max, chunk_second);
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q)
+      if (!(kept >> q & 1u)) {
+        chunk_max[q] = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) acc[Layout::index(q * kChunk + j, 0)] = NAN;
+      }
   }
   float lse = 0.0f;
   if (!kSigmoid && needs_log_sum_exp(a.mode, a.renormalize)) {
@@ -448,8 +278,9 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
 
 /// The seam epilogue (mainloop/epilogue_seam.cuh) selecting on rows of V values a lane: tiles whose
 /// consumers hold 64 x 4V accumulators (m128n128: V = 32, m128n256: V = 64). Everything happens in
-/// prepare(); the outputs are k words a row, written from registers.
-template <int V>
+/// prepare(); the outputs are k words a row, written from registers. kGroups: sigmoid_bias with
+/// groups (groups_in_epilogue), a kernel of its own so that the others keep their code.
+template <int V, bool kGroups = false>
 struct FusedSelection {
   using Params = FusedArgs;
   using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
@@ -479,7 +310,7 @@ struct FusedSelection {
       for (int i = 0; i < Acc::kValuesPerBlock; ++i)
         if (Layout::col(i / 4 * 2 + i % 2) >= limit) values[i] = NAN;
     }
-    if (a.mode == RoutingMode::sigmoid_bias) {
+    if (kGroups || a.mode == RoutingMode::sigmoid_bias) {
       // The tiles' columns start at 0 (E <= the tile's width): one copy serves every tile. Zeros
       // past E, where masked columns' scores read it (NaN + 0).
       if (a.expert_bias && !bias_copied_) {
@@ -488,9 +319,9 @@ struct FusedSelection {
         sm90::named_barrier_sync(1 + t.consumer, 128);
         bias_copied_ = true;
       }
-      select_rows<true>(a, a.expert_bias ? s.bias[t.consumer] : nullptr, values, t, chunks, lane_col);
+      select_rows<true, kGroups>(a, a.expert_bias ? s.bias[t.consumer] : nullptr, values, t, chunks, lane_col);
     } else {
-      select_rows<false>(a, nullptr, values, t, chunks, lane_col);
+      select_rows<false, false>(a, nullptr, values, t, chunks, lane_col);
     }
   }
   template <class Acc>
@@ -506,13 +337,13 @@ struct FusedSelection {
   // moved into the first's registers: every index stays a constant (registers, not local memory)
   // and the code is fetched once: unrolled twice, and again for tiles past E, code run once a tile
   // is fetched cold at every tile (docs/performance.md, Designs measured slower).
-  template <bool kSigmoid, int N>
+  template <bool kSigmoid, bool kSelectGroups, int N>
   __device__ void select_rows(const Params& a, const float* bias, float (&values)[N],
                               const mainloop::TileCoordinates& t, Row& chunks, int lane_col) {
     using Layout = fused::RowLayout<V>;
 #pragma unroll 1
     for (int h = 0; h < 2; ++h) {
-      fused::select_row<V, kSigmoid>(
+      fused::select_row<V, kSigmoid, kSelectGroups>(
           a, bias, values, t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread), chunks, lane_col);
       if (h == 0)
 #pragma unroll

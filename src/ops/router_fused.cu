@@ -16,28 +16,33 @@ namespace {
 // 106.4 against 123.6 us); at M = 4096 for E = 64 and 128 (E = 128: 23.0 against 24.9; E = 8 the
 // same within noise), not at E = 256 (49.1 against 42.6: its K split leaves each tile's selection
 // to the last segment's CTA); at M = 128 at no E (one tile row: the scores path's GEMM splits K
-// over more SMs).
-bool measured_faster(int64_t rows, int64_t experts) { return rows >= 4096 && (experts <= 128 || rows >= 8192); }
+// over more SMs). With DeepSeek-V3's groups (8 of 32 at E = 256, 4 kept): at M = 16384 (110.0
+// against 147.3 us), not at M = 4096 (56.4 against 50.5); E = 128's groups were not measured.
+bool measured_faster(int64_t rows, int64_t experts, int n_group) {
+  if (n_group > 1) return experts == 256 && rows >= 8192;
+  return rows >= 4096 && (experts <= 128 || rows >= 8192);
+}
 
 }  // namespace
 
 bool fused_selection_applies(int64_t rows, int64_t experts, const RouterOptions& o) {
-  const bool can = rows > kDecodeMaxRows && experts <= kFusedMaxExperts && o.k <= kFusedMaxK && o.n_group == 1 &&
-                   o.scores.data == nullptr && o.gemm.tile == GemmTile::automatic;
-  return can && (o.fused_selection || measured_faster(rows, experts));
+  const bool can = rows > kDecodeMaxRows && experts <= kFusedMaxExperts && o.k <= kFusedMaxK &&
+                   groups_in_epilogue(int(experts), o.n_group) && o.scores.data == nullptr &&
+                   o.gemm.tile == GemmTile::automatic;
+  return can && (o.fused_selection || measured_faster(rows, experts, o.n_group));
 }
 
 GemmTile fused_tile(int64_t experts) { return experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256; }
 
 namespace {
 
-template <GemmTile kTile, int V>
+template <GemmTile kTile, int V, bool kGroups>
 void launch_on(const mainloop::LaunchPlan& plan, const FusedArgs& args, DType input, cudaStream_t stream) {
   using Config = typename mainloop::TileOf<kTile>::Config;
   static_assert(
       !Config::kPingPong && !Config::kSwapAB && Config::kWarpgroupN == Config::kBlockN && Config::kWarpgroupN == 4 * V,
       "consumers split the tile along M, each holding whole rows");
-  using Epilogue = FusedSelection<V>;
+  using Epilogue = FusedSelection<V, kGroups>;
   const auto params = plan.kernel_params(args);
   if (input == DType::bf16)
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan, params, stream);
@@ -51,8 +56,14 @@ void launch_fused(const TensorView& x, const TensorView& w, const FusedArgs& arg
   GemmOptions options = gemm;
   options.tile = fused_tile(w.rows());
   const mainloop::LaunchPlan plan = mainloop::plan_launch({x, Major::k}, {w, Major::k}, options, function);
-  if (options.tile == GemmTile::m128n128) launch_on<GemmTile::m128n128, 32>(plan, args, x.dtype, stream);
-  else launch_on<GemmTile::m128n256, 64>(plan, args, x.dtype, stream);
+  const bool grouped = args.n_group > 1;
+  if (options.tile == GemmTile::m128n128) {
+    if (grouped) launch_on<GemmTile::m128n128, 32, true>(plan, args, x.dtype, stream);
+    else launch_on<GemmTile::m128n128, 32, false>(plan, args, x.dtype, stream);
+  } else {
+    if (grouped) launch_on<GemmTile::m128n256, 64, true>(plan, args, x.dtype, stream);
+    else launch_on<GemmTile::m128n256, 64, false>(plan, args, x.dtype, stream);
+  }
 }
 
 }  // namespace coda::ops::router_detail

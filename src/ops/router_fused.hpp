@@ -15,7 +15,8 @@ namespace coda::ops::router_detail {
 struct FusedArgs;
 
 /// Whether the epilogue selects for M rows of x and E experts (past the decode kernel's M): where it
-/// can (k <= 8, no groups, E <= 256, no scores output, the GEMM's tile left to coda: fused_tile),
+/// can (k <= 8, E <= 256, groups only as groups_in_epilogue allows, no scores output, the GEMM's
+/// tile left to coda: fused_tile),
 /// if options.fused_selection asks or where it measured faster than the scores path (the one
 /// home of that rule: router_fused.cu).
 bool fused_selection_applies(int64_t rows, int64_t experts, const RouterOptions& options);

@@ -1,9 +1,10 @@
 // Internal: grouped selection's first half (sigmoid_bias with n_group > 1; coda/ops/router.hpp):
 // a group scores the sum of its two best selection scores, the topk_group best groups are kept and
-// every other expert leaves the selection. One set of rules in five layouts: a warp's row in column
+// every other expert leaves the selection. One set of rules in six layouts: a warp's row in column
 // order with groups of whole 32-expert columns (registers) or not (the warp's shared memory); the
 // decode kernel's lane-order row with groups of whole columns (the CTA's column top twos, ranked by
-// the selecting warp), of whole lanes (the warp), or neither (the whole CTA).
+// the selecting warp), of whole lanes (the warp), or neither (the whole CTA); the GEMM epilogue's
+// row in a quad, a group a chunk of each lane.
 #pragma once
 
 #include <cmath>
@@ -133,6 +134,35 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
     if (!(kept >> (i / per_group) & 1u)) live &= ~(1u << i);
 }
 
+// Step 2 in the GEMM epilogue's quad (router_epilogue.cuh), where a lane's chunk q of a row is its
+// share of group q (n_group = 8 chunks, E the tile's width: DeepSeek-V3's 8 groups of 32 on
+// m128n256): `first` and `second` are the lane's two best selection scores of each chunk, -inf
+// where missing, so that a group with fewer than two selectable sums to -inf (or NaN: group_score
+// makes it -inf). Two xor shuffles a chunk merge them across the quad and every lane ranks the 8
+// group scores alike (larger first, ties to the lower group). Bit q of the result: group q kept.
+__device__ __forceinline__ uint32_t quad_kept_groups(int topk_group, const float (&first)[8],
+                                                     const float (&second)[8]) {
+  float score[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    TopTwo t{first[q], second[q], 0};
+#pragma unroll
+    for (int mask = 1; mask <= 2; mask *= 2)
+      t = merge(t, {__shfl_xor_sync(0xffffffffu, t.first, mask), __shfl_xor_sync(0xffffffffu, t.second, mask), 0});
+    score[q] = group_score({t.first, t.second, 2});  // -inf for missing already: the sum decides
+  }
+  uint32_t kept = 0;
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    int before = 0;  // groups ranking before q
+#pragma unroll
+    for (int g = 0; g < 8; ++g)
+      if (g != q) before += (g < q ? score[g] >= score[q] : score[g] > score[q]) ? 1 : 0;
+    kept |= before < topk_group ? 1u << q : 0u;
+  }
+  return kept;
+}
+
 // Step 2 of select_token on a lane-order row whose groups are runs of L whole lanes
 // (groups_in_lanes): a lane takes the codes of its two best selectable entries, a group's lanes
 // merge theirs in log2 L shuffle steps (every group at once), each lane ranks its group against the
@@ -178,22 +208,35 @@ __device__ __forceinline__ ColumnTopTwo column_top_two(uint32_t code, int lane) 
   return {first, __reduce_max_sync(0xffffffffu, __ffs(int(holders)) - 1 == lane ? 0u : code)};
 }
 // Whether the group of this lane's kPerLane entries (lane order: experts lane kPerLane ..) is kept;
-// every lane of the warp must call. `columns`: the row's column top twos, in shared memory.
+// every lane of the warp must call. `columns`: the row's column top twos, in shared memory;
+// `columns_per_group`: E / n_group / 32, computed ahead (a division is ~100 cycles of this chain);
+// `scores`: n_group floats of the warp's shared memory. Lane g scores group g and ranks it against
+// the n_group scores read back (broadcast loads issued together, ranks_before's rule written out):
+// with n_group dependent shuffles and the divisions in the chain it took ~1,000 cycles at 8 groups
+// (H200, clock64 around the step).
 template <int kPerLane>
-__device__ __forceinline__ bool lane_group_kept(const SelectArgs& a, const ColumnTopTwo* columns, int lane) {
-  const int columns_per_group = a.experts / a.n_group / 32;
-  uint32_t first = 0, second = 0;
-  if (lane < a.n_group)
+__device__ __forceinline__ bool lane_group_kept(const SelectArgs& a, const ColumnTopTwo* columns, int columns_per_group,
+                                                float* scores, int lane) {
+  float mine = 0.0f;
+  if (lane < a.n_group) {
+    uint32_t first = 0, second = 0;
     for (int c = lane * columns_per_group; c < (lane + 1) * columns_per_group; ++c) {
       keep_top_two(columns[c].first, first, second);
       keep_top_two(columns[c].second, first, second);
     }
-  const float score = group_score_of_codes(first, second);
+    mine = group_score_of_codes(first, second);
+    scores[lane] = mine;
+  }
+  __syncwarp();
   int before = 0;  // groups ranking before lane's group
 #pragma unroll 8
-  for (int h = 0; h < a.n_group; ++h) before += int(ranks_before(__shfl_sync(0xffffffffu, score, h), h, score, lane));
+  for (int h = 0; h < a.n_group; ++h) {
+    const float other = scores[h];
+    before += other > mine || (other == mine && h < lane) ? 1 : 0;
+  }
   const uint32_t kept = __ballot_sync(0xffffffffu, lane < a.n_group && before < a.topk_group);
-  return kept >> (lane * kPerLane / 32 / columns_per_group) & 1u;
+  const int column = lane * kPerLane / 32;
+  return kept >> (columns_per_group == 1 ? column : column / columns_per_group) & 1u;
 }
 
 // Grouped selection's first half, by a whole CTA of kThreads threads (thread t; every thread must

@@ -38,7 +38,7 @@ struct Case {
   int32_t n_group = 1, topk_group = 1;
   float scale = 1.0f;
   std::vector<int64_t> nan_rows{};
-  bool fused = false;  // options.fused_selection (runs where k <= 8, no groups, E <= 256, M > 16)
+  bool fused = false;  // options.fused_selection (runs where k <= 8, E <= 256, M > 16; groups: 8 at E = 128, 256)
   DType input = DType::bf16;
   int split_k = 0;  // options.gemm.split_k: nonzero sends a decode batch through coda::gemm
   GemmTile tile = GemmTile::automatic;  // options.gemm.tile
@@ -225,7 +225,8 @@ void expect_valid_sigmoid_selection(const Case& c, const reference::Matrix& scor
 }
 
 void expect_routes_like_the_reference(Case c) {
-  if (c.fused == false && c.m > 16 && c.k <= 8 && c.n_group == 1 && c.experts <= 256) {  // both paths
+  const bool epilogue_groups = c.n_group == 1 || (c.n_group == 8 && (c.experts == 128 || c.experts == 256));
+  if (c.fused == false && c.m > 16 && c.k <= 8 && epilogue_groups && c.experts <= 256) {  // both paths
     c.fused = true;
     expect_routes_like_the_reference(c);
     c.fused = false;
@@ -445,7 +446,8 @@ TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
   }
 }
 
-// The epilogue's selection (fused_selection: E <= 256, k <= 8, no groups) against the scores path's
+// The epilogue's selection (fused_selection: E <= 256, k <= 8, no groups or 8 at E = 128 and 256,
+// DeepSeek-V3's) against the scores path's
 // on the same accumulators (its GEMM forced onto the epilogue's tile, m128n128 to E = 128 and
 // m128n256 above, with the same K split): fine random inputs, where the fast path (chunk threshold,
 // truncated keys) settles most rows, beside rows of zeros (every score tied: the exact rounds) and
@@ -460,24 +462,29 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     bool renormalize, bias;
     bool near_tie = false;  // experts 5 and 9 score the most, within a few ulps or equal
     DType input = DType::bf16;
+    int32_t n_group = 1, topk_group = 1;
   };
-  for (const Shape& shape : std::vector<Shape>{{100, 256, 1024, RoutingMode::topk_softmax, 8, true, false},
-                                               {1000, 256, 2048, RoutingMode::topk_softmax, 8, false, false},
-                                               {4100, 128, 512, RoutingMode::softmax_topk, 6, false, false},
-                                               {300, 64, 512, RoutingMode::topk_softmax, 8, true, false},
-                                               {257, 160, 512, RoutingMode::sigmoid_bias, 8, true, true},
-                                               {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true},
-                                               {129, 8, 256, RoutingMode::softmax_topk, 2, false, false},
-                                               {70, 60, 256, RoutingMode::topk_softmax, 1, false, false},
-                                               {200, 200, 256, RoutingMode::topk_softmax, 7, true, false},
-                                               {300, 64, 512, RoutingMode::topk_softmax, 1, false, false, true},
-                                               {300, 256, 512, RoutingMode::softmax_topk, 2, false, false, true},
-                                               {500, 256, 1024, RoutingMode::topk_softmax, 8, true, false, false,
-                                                DType::f16},
-                                               {500, 100, 1024, RoutingMode::sigmoid_bias, 4, true, true, false,
-                                                DType::f16},
-                                               {700, 192, 512, RoutingMode::sigmoid_bias, 8, false, true}}) {
+  for (const Shape& shape :
+       std::vector<Shape>{{100, 256, 1024, RoutingMode::topk_softmax, 8, true, false},
+                          {1000, 256, 2048, RoutingMode::topk_softmax, 8, false, false},
+                          {4100, 128, 512, RoutingMode::softmax_topk, 6, false, false},
+                          {300, 64, 512, RoutingMode::topk_softmax, 8, true, false},
+                          {257, 160, 512, RoutingMode::sigmoid_bias, 8, true, true},
+                          {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true},
+                          {129, 8, 256, RoutingMode::softmax_topk, 2, false, false},
+                          {70, 60, 256, RoutingMode::topk_softmax, 1, false, false},
+                          {200, 200, 256, RoutingMode::topk_softmax, 7, true, false},
+                          {300, 64, 512, RoutingMode::topk_softmax, 1, false, false, true},
+                          {300, 256, 512, RoutingMode::softmax_topk, 2, false, false, true},
+                          {500, 256, 1024, RoutingMode::topk_softmax, 8, true, false, false, DType::f16},
+                          {500, 100, 1024, RoutingMode::sigmoid_bias, 4, true, true, false, DType::f16},
+                          {700, 192, 512, RoutingMode::sigmoid_bias, 8, false, true},
+                          {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4},
+                          {4100, 128, 512, RoutingMode::sigmoid_bias, 6, false, true, false, DType::bf16, 8, 3},
+                          {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, false, false, DType::f16, 8, 1}}) {
     Case c{shape.m, shape.experts, shape.k_dim, shape.mode, shape.k, shape.renormalize, shape.bias};
+    c.n_group = shape.n_group;
+    c.topk_group = shape.topk_group;
     c.nan_rows = {1, shape.m - 2};
     c.input = shape.input;
     SCOPED_TRACE(describe(c));

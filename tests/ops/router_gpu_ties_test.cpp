@@ -11,7 +11,8 @@
 // Every group stage: the decode kernel's at M <= 16 (columns at E = 256 / 8 and 64 / 2; lanes at
 // 160 / 10, 64 / 32 and 16 / 8; the CTA's at 144 / 8 and 96 / 4) and the scores path's at M > 16
 // (registers where groups are whole 32-expert columns, else shared memory); ungrouped, the decode
-// kernel, the scores path and the epilogue's selection (fused_selection).
+// kernel, the scores path and the epilogue's selection (fused_selection), which also takes 8
+// groups at E = 128 and 256.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,7 +58,8 @@ struct Case {
   int32_t k, n_group = 1, topk_group = 1;
   bool renormalize = true;
   float scale = 1.0f;
-  bool fused = false;  // options.fused_selection: the epilogue's selection (M > 16, no groups, E <= 256, k <= 8)
+  bool fused = false;  // options.fused_selection: the epilogue's selection (M > 16, E <= 256, k <= 8; groups: 8 at
+                       // E = 128, 256), also run unasked for grouped cases it takes
 };
 
 // Scores (M x E, row-major; values of kScoreValues), the experts whose weight row is NaN (a NaN
@@ -82,6 +84,11 @@ void put_bf16(DeviceTensor& t, int64_t r, int64_t c, float v) {
 // Routes `in` on the GPU (outputs poisoned, a garbage workspace) and requires the reference's ids
 // exactly, its weights to fp32 rounding and its expert counts.
 void expect_exact_routing(const char* what, const Case& c, const Inputs& in) {
+  if (!c.fused && c.n_group == 8 && (c.experts == 128 || c.experts == 256) && c.m > 16 && c.k <= 8) {
+    Case epilogue = c;
+    epilogue.fused = true;
+    expect_exact_routing(what, epilogue, in);
+  }
   std::ostringstream note;
   note << what << ": M " << c.m << ", E " << c.experts << ", k " << c.k << ", groups " << c.n_group << "/"
        << c.topk_group << ", bias " << (in.bias.empty() ? "none" : "given") << (c.fused ? ", fused" : "");
@@ -154,7 +161,7 @@ struct GroupShape {
 };
 // One of each group stage (the file's comment), and M on both token tiles of the decode kernel and
 // on the scores path.
-const GroupShape kGroupShapes[] = {{256, 8}, {64, 2}, {160, 10}, {64, 32}, {16, 8}, {144, 8}, {96, 4}};
+const GroupShape kGroupShapes[] = {{256, 8}, {64, 2}, {160, 10}, {64, 32}, {16, 8}, {144, 8}, {96, 4}, {128, 8}};
 const int64_t kTokenCounts[] = {5, 16, 17, 130};
 
 // topk_group values in [1, n_group], each once.

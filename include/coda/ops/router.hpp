@@ -39,10 +39,10 @@
 // across CTAs, tensor-core dot products), adds the splits' partials in a fixed order after a grid
 // barrier and selects in the same launch (src/ops/router_decode.hpp); options.gemm's tile, split_k,
 // stream_k or max_ctas send a decode batch through coda::gemm instead. Larger batches where E <=
-// 256, k <= 8, no groups and no scores output select in the GEMM's epilogue
-// (src/ops/router_epilogue.cuh: a tile's consumers hold whole rows, four lanes a row; the scores
-// are never written) where that measured faster (M >= 4096 at E <= 128, M >= 8192 above) or where
-// options.fused_selection asks; otherwise coda::gemm writes the f32 scores (to the workspace, or to
+// 256, k <= 8, no scores output and either no groups or 8 groups at E = 128 or 256 (DeepSeek-V3's)
+// select in the GEMM's epilogue (src/ops/router_epilogue.cuh: a tile's consumers hold whole rows,
+// four lanes a row; the scores are never written) where that measured faster (M >= 4096 at E <=
+// 128, M >= 8192 above; grouped, M >= 8192 at E = 256) or where options.fused_selection asks; otherwise coda::gemm writes the f32 scores (to the workspace, or to
 // options.scores) and a kernel of one warp per token selects from them. Same rules, same ids.
 #pragma once
 
@@ -71,8 +71,8 @@ struct RouterOptions {
   TensorView token_expert_indices;     // optional output: int32 (M x k)
   TensorView expert_counts;            // optional output: int32 (E)
   TensorView scores;                   // optional output: f32 (M x E)
-  // Select in the GEMM's epilogue at any M > 16 where it can (k <= 8, no groups, E <= 256, no
-  // scores output, gemm.tile automatic), not only where it measured faster (above).
+  // Select in the GEMM's epilogue at any M > 16 where it can (k <= 8, E <= 256, no groups or 8 at
+  // E = 128 or 256, no scores output, gemm.tile automatic), not only where it measured faster.
   bool fused_selection = false;
   GemmOptions gemm;                    // the GEMM's tile and CTA cap (its workspace: the router's)
 };
