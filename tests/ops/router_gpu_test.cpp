@@ -301,6 +301,7 @@ TEST(RouterGpu, GroupedSelectionShapes) {
   expect_routes_like_the_reference({70, 64, 256, RoutingMode::sigmoid_bias, 4, true, true, 32, 3});
   expect_routes_like_the_reference({70, 160, 256, RoutingMode::sigmoid_bias, 6, false, true, 10, 10});
   expect_routes_like_the_reference({150, 384, 7168, RoutingMode::sigmoid_bias, 8, true, true, 1, 1, 2.827f});
+  expect_routes_like_the_reference({130, 128, 512, RoutingMode::sigmoid_bias, 8, true, true, 8, 4});  // epilogue too
   // Groups of whole 32-expert columns take the register path past decode (router_groups.cuh,
   // keep_best_groups_in_registers) and the CTA's column top twos at decode (M = 9), the others
   // (above: groups of 2 and 16) shared memory: groups of one, two and four columns, one group kept
@@ -481,7 +482,11 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           {700, 192, 512, RoutingMode::sigmoid_bias, 8, false, true},
                           {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4},
                           {4100, 128, 512, RoutingMode::sigmoid_bias, 6, false, true, false, DType::bf16, 8, 3},
-                          {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, false, false, DType::f16, 8, 1}}) {
+                          {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, false, false, DType::f16, 8, 1},
+                          // 2 groups kept, k = 8, no bias: rows of zeros reach exactly 8 chunks (every
+                          // score tied) and take the fast path with the other groups masked
+                          {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, false, false, DType::bf16, 8, 2},
+                          {300, 128, 512, RoutingMode::sigmoid_bias, 8, false, false, false, DType::bf16, 8, 2}}) {
     Case c{shape.m, shape.experts, shape.k_dim, shape.mode, shape.k, shape.renormalize, shape.bias};
     c.n_group = shape.n_group;
     c.topk_group = shape.topk_group;

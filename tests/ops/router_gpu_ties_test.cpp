@@ -8,11 +8,11 @@
 // experts go lower id first, a group with fewer than two selectable experts (group size 1 is
 // rejected: router_validation_test.cpp) scores -inf, a NaN bias is never selected, +inf ranks
 // before and -inf after every finite score, a group whose two best are +inf and -inf scores -inf.
-// Every group stage: the decode kernel's at M <= 16 (columns at E = 256 / 8 and 64 / 2; lanes at
+// Every group stage: the decode kernel's at M <= 16 (columns at E = 256 / 8, 64 / 2 and 384 / 4; lanes at
 // 160 / 10, 64 / 32 and 16 / 8; the CTA's at 144 / 8 and 96 / 4) and the scores path's at M > 16
 // (registers where groups are whole 32-expert columns, else shared memory); ungrouped, the decode
 // kernel, the scores path and the epilogue's selection (fused_selection), which also takes 8
-// groups at E = 128 and 256.
+// groups at E = 128 and 256 (run at k = 8 beside each such case past decode).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,9 +84,10 @@ void put_bf16(DeviceTensor& t, int64_t r, int64_t c, float v) {
 // Routes `in` on the GPU (outputs poisoned, a garbage workspace) and requires the reference's ids
 // exactly, its weights to fp32 rounding and its expert counts.
 void expect_exact_routing(const char* what, const Case& c, const Inputs& in) {
-  if (!c.fused && c.n_group == 8 && (c.experts == 128 || c.experts == 256) && c.m > 16 && c.k <= 8) {
-    Case epilogue = c;
+  if (!c.fused && c.n_group == 8 && (c.experts == 128 || c.experts == 256) && c.m > 16) {
+    Case epilogue = c;  // the epilogue's k <= 8: the same inputs at k = 8 where the case has more
     epilogue.fused = true;
+    epilogue.k = std::min(c.k, 8);
     expect_exact_routing(what, epilogue, in);
   }
   std::ostringstream note;
@@ -161,7 +162,8 @@ struct GroupShape {
 };
 // One of each group stage (the file's comment), and M on both token tiles of the decode kernel and
 // on the scores path.
-const GroupShape kGroupShapes[] = {{256, 8}, {64, 2}, {160, 10}, {64, 32}, {16, 8}, {144, 8}, {96, 4}, {128, 8}};
+const GroupShape kGroupShapes[] = {{256, 8}, {64, 2}, {160, 10}, {64, 32}, {16, 8},
+                                   {144, 8}, {96, 4}, {128, 8},  {384, 4}};
 const int64_t kTokenCounts[] = {5, 16, 17, 130};
 
 // topk_group values in [1, n_group], each once.
@@ -196,7 +198,7 @@ TEST(RouterGpuTies, TiedGroupsKeepTheLowerGroup) {
   ASSERT_NO_FATAL_FAILURE(expect_values_well_apart());
   for (const GroupShape& s : kGroupShapes)
     for (int64_t m : kTokenCounts)
-      for (int32_t topk : kept_counts({1, s.n_group / 2, s.n_group - 1}, s.n_group)) {
+      for (int32_t topk : kept_counts({1, 2, s.n_group / 2, s.n_group - 1}, s.n_group)) {
         const int32_t k = int32_t(std::min<int64_t>(10, topk * (s.experts / s.n_group)));
         Inputs in{copied_groups(m, s.experts, s.n_group), {}, {}};
         expect_exact_routing("copied groups", {m, s.experts, k, s.n_group, topk}, in);
