@@ -127,12 +127,13 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
   using Layout = RowLayout<V>;
   constexpr int kChunk = Layout::kChunk;
   const int lane = int(threadIdx.x % 32u), quad_lane = lane % 4;
-  const auto score_of = [&](float logit, int offset) {
-    return selection_score<kSigmoid>(bias, logit, lane_col + offset);
+  const auto score_of = [&](float value, int offset) {
+    return selection_score<kSigmoid>(bias, value, lane_col + offset);
   };
 
   // 1. Chunk maxima of the selection scores (fmaxf skips NaN; a chunk of NaN only gives -inf),
-  // and with groups the second largest (-inf where missing).
+  // and with groups the second largest (-inf where missing: min.NaN gives NaN for a NaN score,
+  // which fmaxf skips). sigmoid_bias's logits become p here, the row's values from now on.
   float chunk_max[kChunks], chunk_second[kGroups ? kChunks : 1];
 #pragma unroll
   for (int q = 0; q < kChunks; ++q) {
@@ -140,8 +141,9 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
       const int v = q * kChunk + j;
+      if constexpr (kSigmoid) acc[Layout::index(v, 0)] = sigmoid_p(acc[Layout::index(v, 0)]);
       const float score = score_of(acc[Layout::index(v, 0)], Layout::col(v));
-      if constexpr (kGroups) second = fmaxf(second, fminf(m, score == score ? score : -INFINITY));
+      if constexpr (kGroups) second = fmaxf(second, min_propagating_nan(m, score));
       m = fmaxf(m, score);
     }
     chunk_max[q] = m;
@@ -262,9 +264,9 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
         if (j == quad_lane + 4 * s) k_of_slot = best[j];
       const int place = int(k_of_slot & 63u), slot = place / kChunk, j = place % kChunk;
       const int col = chunks.first_col[slot] + 8 * (j / 2) + j % 2;
-      const float logit = chunks.logit[slot][j];
-      mine[s].score = selection_score<kSigmoid>(bias, logit, col);
-      if constexpr (kSigmoid) mine[s].p = epilogue::sigmoid(logit);
+      const float value = chunks.logit[slot][j];  // sigmoid_bias: p
+      mine[s].score = selection_score<kSigmoid>(bias, value, col);
+      if constexpr (kSigmoid) mine[s].p = value;
       mine[s].id = quad_lane + 4 * s < a.k ? col : -1;
       mine[s].filled = mine[s].id >= 0;
     }
@@ -313,13 +315,13 @@ struct FusedSelection {
     if (kGroups || a.mode == RoutingMode::sigmoid_bias) {
       // The tiles' columns start at 0 (E <= the tile's width): one copy serves every tile. Zeros
       // past E, where masked columns' scores read it (NaN + 0).
-      if (a.expert_bias && !bias_copied_) {
+      if (!bias_copied_) {  // zeros without a bias: p + 0 is p
         for (int e = t.thread; e < kFusedMaxExperts; e += 128)
-          s.bias[t.consumer][e] = e < a.experts ? __ldg(a.expert_bias + e) : 0.0f;
+          s.bias[t.consumer][e] = a.expert_bias && e < a.experts ? __ldg(a.expert_bias + e) : 0.0f;
         sm90::named_barrier_sync(1 + t.consumer, 128);
         bias_copied_ = true;
       }
-      select_rows<true, kGroups>(a, a.expert_bias ? s.bias[t.consumer] : nullptr, values, t, chunks, lane_col);
+      select_rows<true, kGroups>(a, s.bias[t.consumer], values, t, chunks, lane_col);
     } else {
       select_rows<false, false>(a, nullptr, values, t, chunks, lane_col);
     }

@@ -43,9 +43,9 @@ namespace fused {
 inline constexpr int kChunks = 8;  // per lane and row
 inline constexpr int kSlots = 8;   // chunks a row copies to shared memory (k <= 8)
 
-// One row's copied chunks, in the warp's shared memory: the logits (the scores are recomputed from
-// them, bit for bit) and each chunk's first column. Rows 4 words longer than their data: the
-// quads' 16-byte stores of one chunk each fall in different banks.
+// One row's copied chunks, in the warp's shared memory: the row's values (logits, or sigmoid_bias's
+// p; the scores are recomputed from them, bit for bit) and each chunk's first column. Rows 4 words longer than their
+// data: the quads' 16-byte stores of one chunk each fall in different banks.
 template <int kChunk>
 struct RowChunks {
   float logit[kSlots][kChunk];
@@ -63,14 +63,29 @@ struct RowLayout {
   static constexpr int col(int v) { return 8 * (v / 2) + v % 2; }
 };
 
-// The selection score of a logit: itself, or sigmoid_bias's sigmoid(s) + bias (the scores path's
+// min(a, b), NaN where either is NaN (min.NaN.f32, PTX ISA; fminf gives the other operand).
+__device__ __forceinline__ float min_propagating_nan(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+// sigmoid_bias's p = sigmoid(s): epilogue::sigmoid's bits (the scores path's) without exp2f's
+// subnormal steps (ex2.approx.ftz: 2^y below 2^-126 flushes to 0, where 1 + e^-s is 1 either way),
+// three instructions fewer a score.
+__device__ __forceinline__ float sigmoid_p(float s) {
+  return epilogue::reciprocal_approx(1.0f + epilogue::exp2_approx(s * -epilogue::kLog2e));
+}
+
+// The selection score of a row value: the logit itself, or sigmoid_bias's p + bias, the row then
+// holding p (select_row's first step turns each logit into p in place, once; the scores path's
 // sigmoid_selection_score, the same bits). kSigmoid is a template parameter: a run-time test would
-// leave the sigmoid's instructions in every mode's path.
-// `bias`: the expert bias in shared memory, or null.
+// leave the sigmoid's instructions in every mode's path. `bias`: the expert bias in shared memory
+// (zeros where there is none: p + 0 is p), unused without kSigmoid.
 template <bool kSigmoid>
-__device__ __forceinline__ float selection_score(const float* bias, float logit, int col) {
-  if constexpr (!kSigmoid) return logit;
-  else return epilogue::sigmoid(logit) + (bias ? bias[col] : 0.0f);
+__device__ __forceinline__ float selection_score(const float* bias, float value, int col) {
+  if constexpr (!kSigmoid) return value;
+  else return value + bias[col];
 }
 
 /// What a lane hands the weights for its slots (j = lane % 4 and j + 4 of the row).
@@ -84,18 +99,14 @@ struct Slot {
 // k exact rounds over the lanes' registers, for a quad the fast path could not settle (`keep`:
 // it could, and its slots stay): each round the quad's best score ranking after the last one
 // taken (larger first, ties to the lower column, NaN never). Slots no selectable score filled take
-// the lowest ids not chosen. sigmoid_bias's row becomes p = sigmoid(s) in place (the row is done
-// with its logits), the score p + bias: a sigmoid in every round would hold the row's scores
-// beside the accumulators, and spill. The chosen ids go through the row's shared memory
-// (`chosen`, the chunks' first columns, read before).
+// the lowest ids not chosen. sigmoid_bias's row holds p = sigmoid(s) (select_row), the score
+// p + bias. The chosen ids go through the row's shared memory (`chosen`, the chunks' first
+// columns, read before).
 template <int V, bool kSigmoid, int N>
 __device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* bias, float (&acc)[N], int lane_col,
                                                bool keep, int32_t (&chosen)[kSlots], Slot (&mine)[2]) {
   using Layout = RowLayout<V>;
   const int quad_lane = int(threadIdx.x % 4u);
-  if constexpr (kSigmoid)
-#pragma unroll
-    for (int v = 0; v < V; ++v) acc[Layout::index(v, 0)] = epilogue::sigmoid(acc[Layout::index(v, 0)]);
   float last_score = INFINITY;
   int last_col = -1, filled = 0;
   for (int slot = 0; slot < a.k; ++slot) {
@@ -112,8 +123,7 @@ __device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* 
     for (int v = 0; v < V; ++v) {
       const int c = v % 4, col = lane_col + Layout::col(v);
       // sigmoid_bias: the row holds p = sigmoid(s); the score is p + bias, selection_score's bits.
-      const float score =
-          kSigmoid ? acc[Layout::index(v, 0)] + (round_bias ? round_bias[col] : 0.0f) : acc[Layout::index(v, 0)];
+      const float score = selection_score<kSigmoid>(round_bias, acc[Layout::index(v, 0)], col);
       const bool after = score < last_score || (score == last_score && col > last_col);
       if (after && (!chain_have[c] || score > chain_score[c])) {
         chain_have[c] = true;
