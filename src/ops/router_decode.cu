@@ -255,7 +255,10 @@ __global__ void __launch_bounds__(kThreads, 2) route_decode(DecodeArgs d, Select
         row[e] = p;
         selection[e] = score;
         const ColumnTopTwo top = column_top_two(score == score ? ordered_code(score) : 0u, int(threadIdx.x % 32));
-        if (threadIdx.x % 32 == 0) column_top[e / 32] = top;
+        if (threadIdx.x % 32 == 0) {
+          column_top[e / 32] = top;
+          if (columns_per_group == 1) scratch.group_score[e / 32] = group_score_of_codes(top.first, top.second);
+        }
       }
     } else {
       for (int e = int(threadIdx.x); e < a.experts; e += kThreads) {

@@ -210,24 +210,29 @@ __device__ __forceinline__ ColumnTopTwo column_top_two(uint32_t code, int lane) 
 // Whether the group of this lane's kPerLane entries (lane order: experts lane kPerLane ..) is kept;
 // every lane of the warp must call. `columns`: the row's column top twos, in shared memory;
 // `columns_per_group`: E / n_group / 32, computed ahead (a division is ~100 cycles of this chain);
-// `scores`: n_group floats of the warp's shared memory. Lane g scores group g and ranks it against
-// the n_group scores read back (broadcast loads issued together, ranks_before's rule written out):
-// with n_group dependent shuffles and the divisions in the chain it took ~1,000 cycles at 8 groups
-// (H200, clock64 around the step).
+// `scores`: n_group floats of the warp's shared memory, already the group scores where a group is
+// one column (the CTA's warps wrote them beside the columns' top twos). Lane g scores group g and
+// ranks it against the n_group scores read back (broadcast loads issued together, ranks_before's
+// rule written out): with n_group dependent shuffles and the divisions in the chain it took ~1,000
+// cycles at 8 groups (H200, clock64 around the step).
 template <int kPerLane>
 __device__ __forceinline__ bool lane_group_kept(const SelectArgs& a, const ColumnTopTwo* columns, int columns_per_group,
                                                 float* scores, int lane) {
   float mine = 0.0f;
-  if (lane < a.n_group) {
-    uint32_t first = 0, second = 0;
-    for (int c = lane * columns_per_group; c < (lane + 1) * columns_per_group; ++c) {
-      keep_top_two(columns[c].first, first, second);
-      keep_top_two(columns[c].second, first, second);
+  if (columns_per_group == 1) {  // uniform
+    if (lane < a.n_group) mine = scores[lane];
+  } else {
+    if (lane < a.n_group) {
+      uint32_t first = 0, second = 0;
+      for (int c = lane * columns_per_group; c < (lane + 1) * columns_per_group; ++c) {
+        keep_top_two(columns[c].first, first, second);
+        keep_top_two(columns[c].second, first, second);
+      }
+      mine = group_score_of_codes(first, second);
+      scores[lane] = mine;
     }
-    mine = group_score_of_codes(first, second);
-    scores[lane] = mine;
+    __syncwarp();
   }
-  __syncwarp();
   int before = 0;  // groups ranking before lane's group
 #pragma unroll 8
   for (int h = 0; h < a.n_group; ++h) {

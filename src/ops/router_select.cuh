@@ -184,9 +184,9 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   if (mode == RoutingMode::softmax_topk || renormalized_softmax) {
     const float top = __shfl_sync(0xffffffffu, my_value, 0);  // slot 0 holds the largest
     weight = filled ? expf(my_value - top) : 0.0f;
-    weight /= warp_sum(weight);
+    weight /= slot_sum(weight, a.k);
   } else if (a.renormalize) {
-    weight /= warp_sum(weight);
+    weight /= slot_sum(weight, a.k);
   }
   weight *= a.scale;
 

@@ -155,6 +155,15 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int mask = 16; mask >= 1; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask);
   return v;
 }
+// warp_sum on lanes below k where every lane from k holds +0 (a token's k slots): for k <= 8 the
+// butterfly's first two steps would only add those zeros (exactly), so it skips them: the same
+// bits on lanes below k, two dependent shuffles fewer.
+__device__ __forceinline__ float slot_sum(float v, int k) {
+  if (k > 8) return warp_sum(v);
+#pragma unroll
+  for (int mask = 4; mask >= 1; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask);
+  return v;
+}
 
 // A warp's shared memory: the filled slots' experts, then what grouped selection through shared
 // memory needs (groups that are not whole 32-expert columns); a kernel that runs no such selection
