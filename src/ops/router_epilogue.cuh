@@ -166,14 +166,13 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
     float m = chunk_max[0];
 #pragma unroll
     for (int q = 1; q < kChunks; ++q) m = fmaxf(m, chunk_max[q]);
-    constexpr float kLog2e = 1.44269504088896341f;
-    const float m_log2e = m * kLog2e;
+    const float m_log2e = m * epilogue::kLog2e;
     float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       float s = score_of(acc[Layout::index(v, 0)], Layout::col(v));
       s = s == s ? s : -INFINITY;
-      const float e = exp2f(fmaf(s, kLog2e, -m_log2e));
+      const float e = exp2f(fmaf(s, epilogue::kLog2e, -m_log2e));
       sums[v % 4] += s == m ? 1.0f : e;
     }
     epilogue::LogSumExp::State state{m, (sums[0] + sums[1]) + (sums[2] + sums[3])};

@@ -139,7 +139,8 @@ __device__ __forceinline__ void keep_best_groups_in_registers(const SelectArgs& 
 // m128n256): `first` and `second` are the lane's two best selection scores of each chunk, -inf
 // where missing, so that a group with fewer than two selectable sums to -inf (or NaN: group_score
 // makes it -inf). Two xor shuffles a chunk merge them across the quad and every lane ranks the 8
-// group scores alike (larger first, ties to the lower group). Bit q of the result: group q kept.
+// group scores alike (ranks_before: larger first, ties to the lower group). Bit q of the result:
+// group q kept.
 __device__ __forceinline__ uint32_t quad_kept_groups(int topk_group, const float (&first)[8],
                                                      const float (&second)[8]) {
   float score[8];
@@ -156,8 +157,7 @@ __device__ __forceinline__ uint32_t quad_kept_groups(int topk_group, const float
   for (int q = 0; q < 8; ++q) {
     int before = 0;  // groups ranking before q
 #pragma unroll
-    for (int g = 0; g < 8; ++g)
-      if (g != q) before += (g < q ? score[g] >= score[q] : score[g] > score[q]) ? 1 : 0;
+    for (int g = 0; g < 8; ++g) before += int(ranks_before(score[g], g, score[q], q));
     kept |= before < topk_group ? 1u << q : 0u;
   }
   return kept;
@@ -193,11 +193,10 @@ __device__ __forceinline__ void keep_best_groups_in_lanes(const SelectArgs& a, c
 // Where groups are whole 32-expert columns of the row (group_size % 32 == 0: DeepSeek-V3's 8 groups
 // of 32), the decode kernel splits grouped selection's first half between its warps: each warp,
 // while it adds up a column of 32 selection scores (one a lane), takes the codes of the column's
-// two best (two reductions and a vote: `column_top_two`); the selecting warp then scores group g on
-// lane g from its columns' top twos, ranks it by n_group independent shuffles and tells each lane
-// whether its entries' group is kept (`lane_group_kept`). The same scores and choices as
-// keep_best_groups_in_lanes, whose chain in the selecting warp took ~1,270 cycles at E = 256 / 8
-// groups (H200, clock64 around the step) against ~200 here.
+// two best (two reductions and a vote: `column_top_two`), and where a group is one column its
+// score; the selecting warp then ranks the groups and tells each lane whether its entries' group is
+// kept (`lane_group_kept`). The same scores and choices as keep_best_groups_in_lanes, whose chain
+// in the selecting warp took ~1,270 cycles at E = 256 / 8 groups (H200, clock64 around the step).
 struct ColumnTopTwo {
   uint32_t first, second;  // codes, 0: none
 };
