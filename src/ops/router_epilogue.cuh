@@ -118,14 +118,20 @@ __device__ __forceinline__ void select_copied_exactly(const float* bias, const R
 }
 
 // Slots j = lane % 4 and j + 4 of the row whose values are the thread's first row half (value v
-// at RowLayout::index(v, 0); columns past E hold NaN), by the quad. kGroups (sigmoid_bias with 8
-// groups, groups_in_epilogue): chunk q is group q's share; the groups not kept turn NaN before the
-// selection (logits and all), as their experts leave the scores path's `live`.
-template <int V, bool kSigmoid, bool kGroups, int N>
+// at RowLayout::index(v, 0); columns past E hold NaN), by the quad. FusedRows::groups (sigmoid_bias
+// with 8 groups, groups_in_epilogue): chunk q is group q's share; the groups not kept turn NaN
+// before the selection (logits and all), as their experts leave the scores path's `live`.
+// FusedRows::narrow (E <= kNarrowMaxExperts): the quad's live chunks are the row's 8 slots, so
+// steps 1 and 2 are skipped (the threshold is -inf) and step 3 copies them unconditionally.
+template <int V, bool kSigmoid, FusedRows kRows, int N>
 __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias, float (&acc)[N], int32_t row,
                                            RowChunks<RowLayout<V>::kChunk>& chunks, int lane_col) {
   using Layout = RowLayout<V>;
   constexpr int kChunk = Layout::kChunk;
+  constexpr bool kGroups = kRows == FusedRows::groups, kNarrow = kRows == FusedRows::narrow;
+  static_assert(!kNarrow || 4 * kNarrowChunks == kSlots, "a narrow row's live chunks fill its slots exactly");
+  // Values a lane may hold below E: the others are NaN (FusedSelection::prepare) and add nothing.
+  constexpr int kLive = kNarrow ? kNarrowChunks * kChunk : V;
   const int lane = int(threadIdx.x % 32u), quad_lane = lane % 4;
   const auto score_of = [&](float value, int offset) {
     return selection_score<kSigmoid>(bias, value, lane_col + offset);
@@ -134,9 +140,15 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
   // 1. Chunk maxima of the selection scores (fmaxf skips NaN; a chunk of NaN only gives -inf),
   // and with groups the second largest (-inf where missing: min.NaN gives NaN for a NaN score,
   // which fmaxf skips). sigmoid_bias's logits become p here, the row's values from now on.
+  // A narrow row needs no maxima: only the log-sum-exp's (below).
   float chunk_max[kChunks], chunk_second[kGroups ? kChunks : 1];
+  if constexpr (kNarrow) {
 #pragma unroll
-  for (int q = 0; q < kChunks; ++q) {
+    for (int v = 0; v < kLive; ++v)
+      if constexpr (kSigmoid) acc[Layout::index(v, 0)] = sigmoid_p(acc[Layout::index(v, 0)]);
+  }
+#pragma unroll
+  for (int q = 0; q < (kNarrow ? 0 : kChunks); ++q) {
     float m = -INFINITY, second = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
@@ -163,13 +175,20 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
   if (!kSigmoid && needs_log_sum_exp(a.mode, a.renormalize)) {
     // topk_softmax's softmax over every non-NaN score: LogSumExp::fold's terms, streamed from the
     // accumulators (an array of V would not fit beside them), then combined across the quad.
-    float m = chunk_max[0];
+    float m;
+    if constexpr (kNarrow) {
+      m = -INFINITY;
 #pragma unroll
-    for (int q = 1; q < kChunks; ++q) m = fmaxf(m, chunk_max[q]);
+      for (int v = 0; v < kLive; ++v) m = fmaxf(m, score_of(acc[Layout::index(v, 0)], Layout::col(v)));
+    } else {
+      m = chunk_max[0];
+#pragma unroll
+      for (int q = 1; q < kChunks; ++q) m = fmaxf(m, chunk_max[q]);
+    }
     const float m_log2e = m * epilogue::kLog2e;
     float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
+    for (int v = 0; v < kLive; ++v) {
       float s = score_of(acc[Layout::index(v, 0)], Layout::col(v));
       s = s == s ? s : -INFINITY;
       const float e = exp2f(fmaf(s, epilogue::kLog2e, -m_log2e));
@@ -184,39 +203,51 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
   }
 
   // 2. T, the k-th largest chunk maximum of the row, and the chunks reaching it.
-  float ranked[kChunks];
+  float threshold = -INFINITY;
+  int reaching = kSlots;
+  bool fast = true;
+  if constexpr (kNarrow) {
+    // 3 (narrow). Lane j's live chunks to slots 2j and 2j + 1.
 #pragma unroll
-  for (int q = 0; q < kChunks; ++q) ranked[q] = chunk_max[q];
-  sort_descending(ranked);
-  float unused = -INFINITY;
-  keep_quad_best(ranked, unused);
-  float threshold = ranked[0];
+    for (int q = 0; q < kNarrowChunks; ++q) {
+      const int slot = kNarrowChunks * quad_lane + q;
 #pragma unroll
-  for (int j = 1; j < kChunks; ++j)
-    if (j == a.k - 1) threshold = ranked[j];
-  int own = 0;
+      for (int j = 0; j < kChunk; ++j) chunks.logit[slot][j] = acc[Layout::index(q * kChunk + j, 0)];
+      chunks.first_col[slot] = lane_col + Layout::col(q * kChunk);
+    }
+  } else {
+    float ranked[kChunks];
 #pragma unroll
-  for (int q = 0; q < kChunks; ++q) own += chunk_max[q] >= threshold ? 1 : 0;
-  int before = 0, reaching = 0;
+    for (int q = 0; q < kChunks; ++q) ranked[q] = chunk_max[q];
+    sort_descending(ranked);
+    float unused = -INFINITY;
+    keep_quad_best(ranked, unused);
+    threshold = pick_of_8(ranked, a.k - 1);
+    int own = 0;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int count = __shfl_sync(0xffffffffu, own, (lane & ~3) + j);
-    reaching += count;
-    before += j < quad_lane ? count : 0;
-  }
-  bool fast = reaching <= kSlots;
+    for (int q = 0; q < kChunks; ++q) own += chunk_max[q] >= threshold ? 1 : 0;
+    int before = 0;
+    reaching = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int count = __shfl_sync(0xffffffffu, own, (lane & ~3) + j);
+      reaching += count;
+      before += j < quad_lane ? count : 0;
+    }
+    fast = reaching <= kSlots;
 
-  // 3. Those chunks' logits to shared memory, the quad's lanes in order.
-  if (fast) {
-    int slot = before;
+    // 3. Those chunks' logits to shared memory, the quad's lanes in order.
+    if (fast) {
+      int slot = before;
 #pragma unroll
-    for (int q = 0; q < kChunks; ++q)
-      if (chunk_max[q] >= threshold) {
+      for (int q = 0; q < kChunks; ++q)
+        if (chunk_max[q] >= threshold) {
 #pragma unroll
-        for (int j = 0; j < kChunk; ++j) chunks.logit[slot][j] = acc[Layout::index(q * kChunk + j, 0)];
-        chunks.first_col[slot] = lane_col + Layout::col(q * kChunk);
-        ++slot;
-      }
+          for (int j = 0; j < kChunk; ++j) chunks.logit[slot][j] = acc[Layout::index(q * kChunk + j, 0)];
+          chunks.first_col[slot] = lane_col + Layout::col(q * kChunk);
+          ++slot;
+        }
+    }
   }
   __syncwarp();
 
@@ -232,12 +263,7 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
   // code (every key left out is at most that one): then the copied chunks are selected again with
   // exact 64-bit keys. Two of the k best sharing one (1 row in a few hundred at E = 256, K = 7168)
   // may be out of order: they are put in order.
-  uint32_t kth = best[0], next = ninth;
-#pragma unroll
-  for (int j = 1; j < 8; ++j) {
-    if (j == a.k - 1) kth = best[j];
-    if (j == a.k) next = best[j];
-  }
+  const uint32_t kth = pick_of_8(best, a.k - 1), next = a.k < 8 ? pick_of_8(best, a.k) : ninth;
   fast = fast && kth != 0;
   const bool boundary_shared = fast && (next >> 6) == (kth >> 6);
   bool shared_code = false;
@@ -257,10 +283,7 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
   if (fast) {
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-      uint32_t k_of_slot = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (j == quad_lane + 4 * s) k_of_slot = best[j];
+      const uint32_t k_of_slot = pick_of_8(best, quad_lane + 4 * s);
       const int place = int(k_of_slot & 63u), slot = place / kChunk, j = place % kChunk;
       const int col = chunks.first_col[slot] + 8 * (j / 2) + j % 2;
       const float value = chunks.logit[slot][j];  // sigmoid_bias: p
@@ -279,10 +302,12 @@ __device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias
 
 /// The seam epilogue (mainloop/epilogue_seam.cuh) selecting on rows of V values a lane: tiles whose
 /// consumers hold 64 x 4V accumulators (m128n128: V = 32, m128n256: V = 64). Everything happens in
-/// prepare(); the outputs are k words a row, written from registers. kGroups: sigmoid_bias with
-/// groups (groups_in_epilogue), a kernel of its own so that the others keep their code.
-template <int V, bool kGroups = false>
+/// prepare(); the outputs are k words a row, written from registers. kRows other than ungrouped
+/// (FusedRows) is a kernel of its own, so that the others keep their code.
+template <int V, FusedRows kRows = FusedRows::ungrouped>
 struct FusedSelection {
+  static constexpr bool kGroups = kRows == FusedRows::groups;
+  static_assert(kRows != FusedRows::narrow || V == 32, "narrow rows: m128n128's 8 chunks of 4 a lane");
   using Params = FusedArgs;
   using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
   struct SharedStorage {
@@ -320,9 +345,9 @@ struct FusedSelection {
         sm90::named_barrier_sync(1 + t.consumer, 128);
         bias_copied_ = true;
       }
-      select_rows<true, kGroups>(a, s.bias[t.consumer], values, t, chunks, lane_col);
-    } else {
-      select_rows<false, false>(a, nullptr, values, t, chunks, lane_col);
+      select_rows<true, kRows>(a, s.bias[t.consumer], values, t, chunks, lane_col);
+    } else if constexpr (!kGroups) {
+      select_rows<false, kRows>(a, nullptr, values, t, chunks, lane_col);
     }
   }
   template <class Acc>
@@ -336,15 +361,17 @@ struct FusedSelection {
 
   // One copy of the selection's code, run for each row half in turn, the second half's values
   // moved into the first's registers: every index stays a constant (registers, not local memory)
-  // and the code is fetched once: unrolled twice, and again for tiles past E, code run once a tile
-  // is fetched cold at every tile (docs/performance.md, Designs measured slower).
-  template <bool kSigmoid, bool kSelectGroups, int N>
+  // and the code is fetched once. Unrolled twice (and again for tiles past E) it was slower, and so
+  // were both halves selected together, step by step, as two chains in one instruction stream: a
+  // half's ~660-940 instructions (E <= 32, 128) are issue- as much as latency-bound at two
+  // consumer warps a scheduler (docs/performance.md, Designs measured slower).
+  template <bool kSigmoid, FusedRows kSelectRows, int N>
   __device__ void select_rows(const Params& a, const float* bias, float (&values)[N],
                               const mainloop::TileCoordinates& t, Row& chunks, int lane_col) {
     using Layout = fused::RowLayout<V>;
 #pragma unroll 1
     for (int h = 0; h < 2; ++h) {
-      fused::select_row<V, kSigmoid, kSelectGroups>(
+      fused::select_row<V, kSigmoid, kSelectRows>(
           a, bias, values, t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread), chunks, lane_col);
       if (h == 0)
 #pragma unroll

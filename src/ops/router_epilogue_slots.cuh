@@ -38,10 +38,20 @@ CODA_HD constexpr bool groups_in_epilogue(int experts, int n_group) {
   return n_group == 1 || (n_group == 8 && (experts == 128 || experts == 256));
 }
 
+/// What a fused kernel's rows hold, each a kernel of its own (FusedSelection): any E up to the
+/// tile's width; sigmoid_bias's 8 groups (groups_in_epilogue); or E <= kNarrowMaxExperts on
+/// m128n128, whose live values (a lane's first two chunks of four) fill the row's 8 slots, so that
+/// no chunk threshold is needed.
+enum class FusedRows { ungrouped, groups, narrow };
+inline constexpr int kNarrowMaxExperts = 32;
+
 namespace fused {
 
 inline constexpr int kChunks = 8;  // per lane and row
 inline constexpr int kSlots = 8;   // chunks a row copies to shared memory (k <= 8)
+// A narrow row's live chunks a lane: value v is column 8 (v / 2) + v % 2 + 2 (lane % 4), below 32
+// for v < 8 (chunks 0 and 1 of four values).
+inline constexpr int kNarrowChunks = 2;
 
 // One row's copied chunks, in the warp's shared memory: the row's values (logits, or sigmoid_bias's
 // p; the scores are recomputed from them, bit for bit) and each chunk's first column. Rows 4 words longer than their

@@ -36,13 +36,13 @@ GemmTile fused_tile(int64_t experts) { return experts <= 128 ? GemmTile::m128n12
 
 namespace {
 
-template <GemmTile kTile, int V, bool kGroups>
+template <GemmTile kTile, int V, FusedRows kRows>
 void launch_on(const mainloop::LaunchPlan& plan, const FusedArgs& args, DType input, cudaStream_t stream) {
   using Config = typename mainloop::TileOf<kTile>::Config;
   static_assert(
       !Config::kPingPong && !Config::kSwapAB && Config::kWarpgroupN == Config::kBlockN && Config::kWarpgroupN == 4 * V,
       "consumers split the tile along M, each holding whole rows");
-  using Epilogue = FusedSelection<V, kGroups>;
+  using Epilogue = FusedSelection<V, kRows>;
   const auto params = plan.kernel_params(args);
   if (input == DType::bf16)
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan, params, stream);
@@ -58,11 +58,13 @@ void launch_fused(const TensorView& x, const TensorView& w, const FusedArgs& arg
   const mainloop::LaunchPlan plan = mainloop::plan_launch({x, Major::k}, {w, Major::k}, options, function);
   const bool grouped = args.n_group > 1;
   if (options.tile == GemmTile::m128n128) {
-    if (grouped) launch_on<GemmTile::m128n128, 32, true>(plan, args, x.dtype, stream);
-    else launch_on<GemmTile::m128n128, 32, false>(plan, args, x.dtype, stream);
+    if (grouped) launch_on<GemmTile::m128n128, 32, FusedRows::groups>(plan, args, x.dtype, stream);
+    else if (args.experts <= kNarrowMaxExperts)
+      launch_on<GemmTile::m128n128, 32, FusedRows::narrow>(plan, args, x.dtype, stream);
+    else launch_on<GemmTile::m128n128, 32, FusedRows::ungrouped>(plan, args, x.dtype, stream);
   } else {
-    if (grouped) launch_on<GemmTile::m128n256, 64, true>(plan, args, x.dtype, stream);
-    else launch_on<GemmTile::m128n256, 64, false>(plan, args, x.dtype, stream);
+    if (grouped) launch_on<GemmTile::m128n256, 64, FusedRows::groups>(plan, args, x.dtype, stream);
+    else launch_on<GemmTile::m128n256, 64, FusedRows::ungrouped>(plan, args, x.dtype, stream);
   }
 }
 

@@ -136,6 +136,32 @@ __device__ __forceinline__ void sort_descending(T (&v)[N]) {
   sort_descending(v, std::make_index_sequence<kMergeSortNetwork<N>.size>());
 }
 
+// v[i] for a run-time i in [0, 8): a tree of selects on i's three bits. Inline PTX, so that the
+// front end cannot turn the choice into an indexed array: written as `if (j == i) r = v[j]` over
+// the eight j, it became a local-memory copy of v and eight predicated loads (cuobjdump -sass, the
+// router's epilogue selection: STL.128 x 2 and LDL in every row).
+__device__ __forceinline__ uint32_t pick_of_8(const uint32_t (&v)[8], int i) {
+  const auto select = [](uint32_t if_set, uint32_t if_clear, int bit) {
+    uint32_t r;
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %3, 0;\n\tselp.b32 %0, %1, %2, p;\n\t}"
+        : "=r"(r)
+        : "r"(if_set), "r"(if_clear), "r"(bit));
+    return r;
+  };
+  uint32_t pairs[4], quads[2];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) pairs[j] = select(v[2 * j + 1], v[2 * j], i & 1);
+#pragma unroll
+  for (int j = 0; j < 2; ++j) quads[j] = select(pairs[2 * j + 1], pairs[2 * j], i & 2);
+  return select(quads[1], quads[0], i & 4);
+}
+__device__ __forceinline__ float pick_of_8(const float (&v)[8], int i) {
+  uint32_t bits[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) bits[j] = __float_as_uint(v[j]);
+  return __uint_as_float(pick_of_8(bits, i));
+}
+
 // The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
 struct Best {
   float value;

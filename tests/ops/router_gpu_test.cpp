@@ -284,7 +284,7 @@ TEST(RouterGpu, EveryModeOnBothPaths) {
 
 TEST(RouterGpu, AnyExpertCountAndK) {
   CODA_REQUIRE_HOPPER();
-  for (int64_t experts : {1, 8, 60, 144, 160, 384, 512})
+  for (int64_t experts : {1, 8, 24, 32, 33, 60, 144, 160, 384, 512})
     for (int64_t m : {33, 129}) {
       for (int32_t k : {1, 2, 8, 10, 16, 17, 32}) {
         if (k > experts) continue;
@@ -448,7 +448,7 @@ TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
 }
 
 // The epilogue's selection (fused_selection: E <= 256, k <= 8, no groups or 8 at E = 128 and 256,
-// DeepSeek-V3's) against the scores path's
+// DeepSeek-V3's; its own kernel for narrow rows, E <= 32) against the scores path's
 // on the same accumulators (its GEMM forced onto the epilogue's tile, m128n128 to E = 128 and
 // m128n256 above, with the same K split): fine random inputs, where the fast path (chunk threshold,
 // truncated keys) settles most rows, beside rows of zeros (every score tied: the exact rounds) and
@@ -473,6 +473,13 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           {257, 160, 512, RoutingMode::sigmoid_bias, 8, true, true},
                           {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true},
                           {129, 8, 256, RoutingMode::softmax_topk, 2, false, false},
+                          // narrow rows (E <= 32: every live chunk copied, no threshold) and the
+                          // first E past them
+                          {4100, 32, 512, RoutingMode::topk_softmax, 8, false, false},
+                          {300, 16, 512, RoutingMode::sigmoid_bias, 8, true, true},
+                          {300, 24, 512, RoutingMode::sigmoid_bias, 3, false, true, false, DType::f16},
+                          {300, 32, 512, RoutingMode::topk_softmax, 2, true, false, true},
+                          {300, 33, 512, RoutingMode::topk_softmax, 8, true, false},
                           {70, 60, 256, RoutingMode::topk_softmax, 1, false, false},
                           {200, 200, 256, RoutingMode::topk_softmax, 7, true, false},
                           {300, 64, 512, RoutingMode::topk_softmax, 1, false, false, true},
