@@ -205,19 +205,7 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
       return;
     }
     if (ws.fused) {
-      const router_detail::FusedArgs f{.expert_bias = a.expert_bias,
-                                       .mode = a.mode,
-                                       .experts = a.experts,
-                                       .k = a.k,
-                                       .renormalize = a.renormalize,
-                                       .scale = a.scale,
-                                       .rows = int32_t(m),
-                                       .weights = a.weights,
-                                       .ids = a.ids,
-                                       .token_expert_indices = a.token_expert_indices,
-                                       .n_group = a.n_group,
-                                       .topk_group = a.topk_group};
-      router_detail::launch_fused(x, w, f, gemm, kFunction, stream);
+      router_detail::launch_fused(x, w, a, gemm, kFunction, stream);
     } else {
       const int64_t blocks = (m + router_detail::kWarpsPerBlock - 1) / router_detail::kWarpsPerBlock;
       router_detail::with_per_lane(int(experts),

@@ -39,7 +39,7 @@ namespace fused {
 // The k best keys (best[0 .. k)) in the exact order of their scores, ties to the lower column: for
 // a row where two of them share a truncated code. No shuffles: a lane may run it alone.
 template <bool kSigmoid, int kChunk>
-__device__ __forceinline__ void order_exactly(const FusedArgs& a, const float* bias, uint32_t (&best)[8],
+__device__ __forceinline__ void order_exactly(const SelectArgs& a, const float* bias, uint32_t (&best)[8],
                                               const RowChunks<kChunk>& chunks) {
   float score[8];
   int col[8];
@@ -124,7 +124,7 @@ __device__ __forceinline__ void select_copied_exactly(const float* bias, const R
 // FusedRows::narrow (E <= kNarrowMaxExperts): the quad's live chunks are the row's 8 slots, so
 // steps 1 and 2 are skipped (the threshold is -inf) and step 3 copies them unconditionally.
 template <int V, bool kSigmoid, FusedRows kRows, int N>
-__device__ __forceinline__ void select_row(const FusedArgs& a, const float* bias, float (&acc)[N], int32_t row,
+__device__ __forceinline__ void select_row(const SelectArgs& a, const float* bias, float (&acc)[N], int32_t row,
                                            RowChunks<RowLayout<V>::kChunk>& chunks, int lane_col) {
   using Layout = RowLayout<V>;
   constexpr int kChunk = Layout::kChunk;
@@ -308,7 +308,7 @@ template <int V, FusedRows kRows = FusedRows::ungrouped>
 struct FusedSelection {
   static constexpr bool kGroups = kRows == FusedRows::groups;
   static_assert(kRows != FusedRows::narrow || V == 32, "narrow rows: m128n128's 8 chunks of 4 a lane");
-  using Params = FusedArgs;
+  using Params = SelectArgs;
   using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
   struct SharedStorage {
     Row rows[2][4][8];  // [consumer][warp][quad]: the chunks of the row a quad is selecting

@@ -16,21 +16,6 @@ namespace coda::ops::router_detail {
 inline constexpr int kFusedMaxK = 8;
 inline constexpr int kFusedMaxExperts = 256;
 
-/// The epilogue's parameters: the selection's rules and its outputs.
-struct FusedArgs {
-  const float* expert_bias = nullptr;  // f32 E, or null
-  RoutingMode mode = RoutingMode::softmax_topk;
-  int32_t experts = 0;
-  int32_t k = 1;
-  bool renormalize = false;
-  float scale = 1.0f;
-  int32_t rows = 0;
-  float* weights = nullptr;  // M x k
-  int32_t* ids = nullptr;
-  int32_t* token_expert_indices = nullptr;  // or null
-  int32_t n_group = 1, topk_group = 1;      // grouped selection (groups_in_epilogue)
-};
-
 /// Whether the epilogue's selection takes grouped selection with n_group groups of E experts: one
 /// group a chunk of each lane's row share (8), E the tile's width (fused_tile: 128 or 256), so
 /// that group g is a whole chunk of every lane (DeepSeek-V3's 8 groups of 32).
@@ -113,7 +98,7 @@ struct Slot {
 // p + bias. The chosen ids go through the row's shared memory (`chosen`, the chunks' first
 // columns, read before).
 template <int V, bool kSigmoid, int N>
-__device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* bias, float (&acc)[N], int lane_col,
+__device__ __forceinline__ void select_exactly(const SelectArgs& a, const float* bias, float (&acc)[N], int lane_col,
                                                bool keep, int32_t (&chosen)[kSlots], Slot (&mine)[2]) {
   using Layout = RowLayout<V>;
   const int quad_lane = int(threadIdx.x % 4u);
@@ -195,7 +180,7 @@ __device__ __forceinline__ void select_exactly(const FusedArgs& a, const float* 
 }
 
 // The weights of a row's slots (the scores path's formulas, select_token) and the outputs.
-__device__ __forceinline__ void write_slots(const FusedArgs& a, int32_t row, const Slot (&mine)[2], float lse) {
+__device__ __forceinline__ void write_slots(const SelectArgs& a, int32_t row, const Slot (&mine)[2], float lse) {
   const int lane = int(threadIdx.x % 32u), quad_lane = lane % 4;
   const bool renormalized_softmax = a.mode == RoutingMode::topk_softmax && a.renormalize;
   float w[2];

@@ -37,7 +37,7 @@ GemmTile fused_tile(int64_t experts) { return experts <= 128 ? GemmTile::m128n12
 namespace {
 
 template <GemmTile kTile, int V, FusedRows kRows>
-void launch_on(const mainloop::LaunchPlan& plan, const FusedArgs& args, DType input, cudaStream_t stream) {
+void launch_on(const mainloop::LaunchPlan& plan, const SelectArgs& args, DType input, cudaStream_t stream) {
   using Config = typename mainloop::TileOf<kTile>::Config;
   static_assert(
       !Config::kPingPong && !Config::kSwapAB && Config::kWarpgroupN == Config::kBlockN && Config::kWarpgroupN == 4 * V,
@@ -51,7 +51,7 @@ void launch_on(const mainloop::LaunchPlan& plan, const FusedArgs& args, DType in
 
 }  // namespace
 
-void launch_fused(const TensorView& x, const TensorView& w, const FusedArgs& args, const GemmOptions& gemm,
+void launch_fused(const TensorView& x, const TensorView& w, const SelectArgs& args, const GemmOptions& gemm,
                   const char* function, cudaStream_t stream) {
   GemmOptions options = gemm;
   options.tile = fused_tile(w.rows());

@@ -12,7 +12,7 @@
 
 namespace coda::ops::router_detail {
 
-struct FusedArgs;
+struct SelectArgs;
 
 /// Whether the epilogue selects for M rows of x and E experts (past the decode kernel's M): where it
 /// can (k <= 8, E <= 256, groups only as groups_in_epilogue allows, no scores output, the GEMM's
@@ -26,7 +26,7 @@ GemmTile fused_tile(int64_t experts);
 
 /// X W^T, each row's k slots selected in the epilogue and written to args' outputs; `gemm` carries
 /// the workspace of gemm_workspace_bytes on fused_tile (a K split at few tiles).
-void launch_fused(const TensorView& x, const TensorView& w, const FusedArgs& args, const GemmOptions& gemm,
+void launch_fused(const TensorView& x, const TensorView& w, const SelectArgs& args, const GemmOptions& gemm,
                   const char* function, cudaStream_t stream);
 
 }  // namespace coda::ops::router_detail

@@ -47,6 +47,9 @@ void with_per_lane(int candidates, F&& f) {
 
 inline constexpr int kMaxGroups = 256;  // n_group: at least two experts per group
 
+/// The selection's rules and outputs, for every path: the selection kernel (scores read from
+/// `scores`), the decode kernel and the GEMM epilogue's FusedSelection (scores in registers:
+/// `scores` unused).
 struct SelectArgs {
   const float* scores = nullptr;  // M x E, ld scores_ld
   int64_t scores_ld = 0;
