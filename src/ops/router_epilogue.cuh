@@ -136,6 +136,11 @@ __device__ __forceinline__ void select_row(const SelectArgs& a, const float* bia
   const auto score_of = [&](float value, int offset) {
     return selection_score<kSigmoid>(bias, value, lane_col + offset);
   };
+  const auto copy_chunk = [&](int q, int slot) {  // the lane's chunk q to the row's slot
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) chunks.logit[slot][j] = acc[Layout::index(q * kChunk + j, 0)];
+    chunks.first_col[slot] = lane_col + Layout::col(q * kChunk);
+  };
 
   // 1. Chunk maxima of the selection scores (fmaxf skips NaN; a chunk of NaN only gives -inf),
   // and with groups the second largest (-inf where missing: min.NaN gives NaN for a NaN score,
@@ -209,12 +214,7 @@ __device__ __forceinline__ void select_row(const SelectArgs& a, const float* bia
   if constexpr (kNarrow) {
     // 3 (narrow). Lane j's live chunks to slots 2j and 2j + 1.
 #pragma unroll
-    for (int q = 0; q < kNarrowChunks; ++q) {
-      const int slot = kNarrowChunks * quad_lane + q;
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) chunks.logit[slot][j] = acc[Layout::index(q * kChunk + j, 0)];
-      chunks.first_col[slot] = lane_col + Layout::col(q * kChunk);
-    }
+    for (int q = 0; q < kNarrowChunks; ++q) copy_chunk(q, kNarrowChunks * quad_lane + q);
   } else {
     float ranked[kChunks];
 #pragma unroll
@@ -242,9 +242,7 @@ __device__ __forceinline__ void select_row(const SelectArgs& a, const float* bia
 #pragma unroll
       for (int q = 0; q < kChunks; ++q)
         if (chunk_max[q] >= threshold) {
-#pragma unroll
-          for (int j = 0; j < kChunk; ++j) chunks.logit[slot][j] = acc[Layout::index(q * kChunk + j, 0)];
-          chunks.first_col[slot] = lane_col + Layout::col(q * kChunk);
+          copy_chunk(q, slot);
           ++slot;
         }
     }
@@ -345,9 +343,9 @@ struct FusedSelection {
         sm90::named_barrier_sync(1 + t.consumer, 128);
         bias_copied_ = true;
       }
-      select_rows<true, kRows>(a, s.bias[t.consumer], values, t, chunks, lane_col);
+      select_rows<true>(a, s.bias[t.consumer], values, t, chunks, lane_col);
     } else if constexpr (!kGroups) {
-      select_rows<false, kRows>(a, nullptr, values, t, chunks, lane_col);
+      select_rows<false>(a, nullptr, values, t, chunks, lane_col);
     }
   }
   template <class Acc>
@@ -365,13 +363,13 @@ struct FusedSelection {
   // were both halves selected together, step by step, as two chains in one instruction stream: a
   // half's ~660-940 instructions (E <= 32, 128) are issue- as much as latency-bound at two
   // consumer warps a scheduler (docs/performance.md, Designs measured slower).
-  template <bool kSigmoid, FusedRows kSelectRows, int N>
+  template <bool kSigmoid, int N>
   __device__ void select_rows(const Params& a, const float* bias, float (&values)[N],
                               const mainloop::TileCoordinates& t, Row& chunks, int lane_col) {
     using Layout = fused::RowLayout<V>;
 #pragma unroll 1
     for (int h = 0; h < 2; ++h) {
-      fused::select_row<V, kSigmoid, kSelectRows>(
+      fused::select_row<V, kSigmoid, kRows>(
           a, bias, values, t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread), chunks, lane_col);
       if (h == 0)
 #pragma unroll

@@ -211,9 +211,9 @@ __device__ __forceinline__ ColumnTopTwo column_top_two(uint32_t code, int lane) 
 // `columns_per_group`: E / n_group / 32, computed ahead (a division is ~100 cycles of this chain);
 // `scores`: n_group floats of the warp's shared memory, already the group scores where a group is
 // one column (the CTA's warps wrote them beside the columns' top twos). Lane g scores group g and
-// ranks it against the n_group scores read back (broadcast loads issued together, ranks_before's
-// rule written out): with n_group dependent shuffles and the divisions in the chain it took ~1,000
-// cycles at 8 groups (H200, clock64 around the step).
+// ranks it against the n_group scores read back (broadcast loads issued together): with n_group
+// dependent shuffles and the divisions in the chain it took ~1,000 cycles at 8 groups (H200,
+// clock64 around the step).
 template <int kPerLane>
 __device__ __forceinline__ bool lane_group_kept(const SelectArgs& a, const ColumnTopTwo* columns, int columns_per_group,
                                                 float* scores, int lane) {
@@ -234,10 +234,7 @@ __device__ __forceinline__ bool lane_group_kept(const SelectArgs& a, const Colum
   }
   int before = 0;  // groups ranking before lane's group
 #pragma unroll 8
-  for (int h = 0; h < a.n_group; ++h) {
-    const float other = scores[h];
-    before += other > mine || (other == mine && h < lane) ? 1 : 0;
-  }
+  for (int h = 0; h < a.n_group; ++h) before += int(ranks_before(scores[h], h, mine, lane));
   const uint32_t kept = __ballot_sync(0xffffffffu, lane < a.n_group && before < a.topk_group);
   const int column = lane * kPerLane / 32;
   return kept >> (columns_per_group == 1 ? column : column / columns_per_group) & 1u;
