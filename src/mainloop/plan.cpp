@@ -406,12 +406,15 @@ LaunchPlan build_launch(const GemmOperand& a, const GemmOperand& b, const Proble
   const GemmOperand& kernel_a = f.swap_ab ? b : a;  // C^T = B A^T
   const GemmOperand& kernel_b = f.swap_ab ? a : b;
   launch.a = operand_map(kernel_a, uint32_t(f.block_m / f.cluster_n), f.swap_ab ? "b" : "a");
-  // A swapped tile's K-major tokens load in one box of M rounded up to 8 at M <= 64 (64 rows past
-  // that): a box mostly past the tensor's last row costs TMA its boundary handling. 1 x 4096 x
+  // A K-major kernel B of fewer rows than the tile (a swapped tile's M < 64 tokens, an unswapped
+  // N below BlockN: a router's experts) loads in one box of them rounded up to 8, where B is not
+  // multicast: a box mostly past the tensor's last row costs TMA its boundary handling. 1 x 4096 x
   // 4096 on swap_m64n64 took 23.0 us with a 64-row box at M = 1 against 15.5 at M = 64, and 14.8
-  // with an 8-row box (H100, docs/performance.md).
+  // with an 8-row box (H100); 16384 x 8 x 4096 on m128n128 55.5 us with a 128-row box, 35.8 with
+  // an 8-row one (H200, docs/performance.md).
   launch.token_box_rows = int32_t(f.block_n / f.cluster_m);
-  if (f.swap_ab && kernel_b.major == Major::k && q.n < f.block_n) launch.token_box_rows = int32_t(round_up(q.n, 8));
+  if (f.cluster_m == 1 && kernel_b.major == Major::k && q.n < f.block_n)
+    launch.token_box_rows = int32_t(round_up(q.n, 8));
   launch.b = operand_map(kernel_b, uint32_t(launch.token_box_rows), f.swap_ab ? "a" : "b");
 
   ScheduleParams& s = launch.schedule;

@@ -473,6 +473,11 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           {257, 160, 512, RoutingMode::sigmoid_bias, 8, true, true},
                           {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true},
                           {129, 8, 256, RoutingMode::softmax_topk, 2, false, false},
+                          // narrow rows at E <= 8 (most of a lane's live chunks NaN)
+                          {4100, 8, 512, RoutingMode::topk_softmax, 8, false, false},
+                          {300, 8, 512, RoutingMode::sigmoid_bias, 2, false, true, false, DType::f16},
+                          {300, 6, 512, RoutingMode::sigmoid_bias, 3, true, true},
+                          {300, 1, 256, RoutingMode::topk_softmax, 1, true, false},
                           // narrow rows (E <= 32: every live chunk copied, no threshold) and the
                           // first E past them
                           {4100, 32, 512, RoutingMode::topk_softmax, 8, false, false},

@@ -226,6 +226,18 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       }
     sm90::fence_barrier_init();
   }
+  // A K-major B of fewer rows than the tile loads in one box of them (plan.cpp, token_box_rows):
+  // the slots' rows past it are never written by TMA, so they are zeroed once here, standing for
+  // the zeros a whole box's boundary fill would give (an epilogue sees exact zeros past N). The
+  // fence orders these generic stores before the async proxy's wgmma reads (PTX ISA, "Proxies").
+  if constexpr (BMajor == Major::k && Config::kClusterM == 1) {
+    const int loaded = p.token_box_rows * 128 / 16, row_words = Config::kBlockN * 128 / 16;
+    if (loaded < row_words) {
+      for (int i = int(threadIdx.x); i < kStages * (row_words - loaded); i += Config::kThreads)
+        reinterpret_cast<uint4*>(s.b[i / (row_words - loaded)])[loaded + i % (row_words - loaded)] = uint4{};
+      sm90::fence_shared_to_async();
+    }
+  }
   // Peers multicast into this CTA's slots, store partials to it and arrive on its barriers: they must
   // be initialised first.
   if (Config::kClusterSize > 1 || splits_in_cluster) sm90::cluster_sync();
@@ -285,18 +297,19 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       WorkList<Config::kClusterM, Config::kClusterN> work(p.schedule);
       for (WorkUnit unit; work.next(p.schedule, unit, cta_rank);) {
         const int32_t row_a = unit.tile_m * Config::kBlockM, row_b = unit.tile_n * Config::kBlockN;
-        // Each slot receives whole A and B tiles (a multicast share from each peer). A swapped
-        // tile's tokens (no multicast) come in boxes of token_box_rows rows: one box of M rounded
-        // up to 8 at M <= 64, because a box mostly past the tensor's last row costs TMA its
-        // boundary handling (plan.cpp). The rows not loaded hold stale values, which reach only
-        // accumulator columns of tokens past M, which no store or partial writes.
+        // Each slot receives whole A and B tiles (a multicast share from each peer). A K-major B
+        // of fewer rows than the tile (a swapped tile's M <= 64 tokens, a router's E < 128 experts;
+        // no multicast) comes in one box of its rows rounded up to 8, because a box mostly past
+        // the tensor's last row costs TMA its boundary handling (plan.cpp); the rows not loaded
+        // hold the zeros stored above.
         int rows_b = Config::kRowsLoadedB;
-        const int box_rows_b = Config::kSwapAB ? p.token_box_rows : Config::kRowsLoadedB;
+        const int box_rows_b = p.token_box_rows;
         uint32_t stage_bytes = uint32_t(Storage::kBytesA + Storage::kBytesB);
-        if constexpr (Config::kSwapAB && BMajor == Major::k) {
-          const int boxed = (p.n - row_b + box_rows_b - 1) / box_rows_b * box_rows_b;
-          if (boxed < rows_b) rows_b = boxed;
-          stage_bytes = uint32_t(Storage::kBytesA + rows_b * Config::kBlockK * 2);
+        if constexpr (BMajor == Major::k) {
+          if (box_rows_b < rows_b) {  // B's rows from row_b in whole boxes; one past N (a cluster's CTA)
+            rows_b = min(rows_b, max(1, (int(p.n) - row_b + box_rows_b - 1) / box_rows_b) * box_rows_b);
+            stage_bytes = uint32_t(Storage::kBytesA + rows_b * Config::kBlockK * 2);
+          }
         }
         const auto kept = [&](int32_t kb) {
           return kept_k_block<Config, kSkips, false>(p.k_block_mask, unit.tile_m, kb, unit.k_block_end);

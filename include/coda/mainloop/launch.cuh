@@ -58,7 +58,7 @@ void launch_kernel(const LaunchPlan& plan, const KernelParams<typename Epilogue:
                           plan.swap_ab ? "argument 'plan': is for a swapped tile (C^T = B A^T) but the kernel is not"
                                        : "argument 'plan': is for an unswapped tile but the kernel is swapped");
   // The producer loads B's rows in boxes of token_box_rows: whole boxes must fill the tile's B rows
-  // exactly, or one box must hold every B row of the problem (a swapped tile's M < 64 tokens). Any
+  // exactly, or one box must hold every B row of the problem (B of fewer rows than the tile). Any
   // other count leaves a slot's expected bytes unmet, and the consumers would wait forever.
   const int32_t box = plan.token_box_rows;
   const int64_t b_rows = plan.swap_ab ? plan.m : plan.n;  // the kernel's B: C's B, or A when swapped

@@ -77,7 +77,7 @@ struct KernelParams {
   CUtensorMap b;
   ScheduleParams schedule;
   int32_t m, n;
-  int32_t token_box_rows;  // rows of B's TMA box (plan.cpp); read by swapped tiles, whose K-major B is the tokens
+  int32_t token_box_rows;  // rows of a K-major B's TMA box (plan.cpp): fewer than the tile's where B has fewer
   PartialsWorkspace partials;
   KBlockMask k_block_mask;
   EpilogueParams epilogue;

@@ -37,7 +37,7 @@ struct LaunchPlan {
   Major a_major = Major::k, b_major = Major::k;  // C's operands'
   bool swap_ab = false;                          // a swapped tile (tiles.hpp): the kernel computes C^T, its A is C's B
   CUtensorMap a{}, b{};
-  int32_t token_box_rows = 0;  // rows of B's TMA box (plan.cpp); read by swapped tiles, whose K-major B is the tokens
+  int32_t token_box_rows = 0;  // rows of a K-major B's TMA box (plan.cpp): fewer than the tile's where B has fewer
   ScheduleParams schedule{};
   PartialsWorkspace partials{};
   std::size_t counter_bytes = 0;  // arrival counters at partials.arrivals, zeroed before each launch
