@@ -4,7 +4,8 @@
 // is NaN. Their sigmoids lie >= 0.075 apart and sums of two >= 0.007 apart unless they are the same
 // two (expect_values_well_apart), and the bias is absent, one value for every expert, or non-finite, so
 // fp32 orders selection scores and group scores exactly as fp64 does, ties included: the GPU's ids
-// must equal the reference's exactly. Groups tied on their two best keep the lower group, tied
+// must equal the reference's exactly (biases near float max, where fp32 rounds p away, have their
+// expectation written out: BiasesNearFloatMax). Groups tied on their two best keep the lower group, tied
 // experts go lower id first, a group with fewer than two selectable experts (group size 1 is
 // rejected: router_validation_test.cpp) scores -inf, a NaN bias is never selected, +inf ranks
 // before and -inf after every finite score, a group whose two best are +inf and -inf scores -inf.
@@ -22,6 +23,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "coda/ops/router.hpp"
@@ -81,22 +83,17 @@ void put_bf16(DeviceTensor& t, int64_t r, int64_t c, float v) {
   std::memcpy(&t.host.bytes[std::size_t((r * t.host.view.ld() + c) * 2)], &bits, 2);
 }
 
-// Routes `in` on the GPU (outputs poisoned, a garbage workspace) and requires the reference's ids
-// exactly, its weights to fp32 rounding and its expert counts.
-void expect_exact_routing(const char* what, const Case& c, const Inputs& in) {
-  if (!c.fused && c.n_group == 8 && (c.experts == 128 || c.experts == 256) && c.m > 16) {
-    Case epilogue = c;  // the epilogue's k <= 8: the same inputs at k = 8 where the case has more
-    epilogue.fused = true;
-    epilogue.k = std::min(c.k, 8);
-    expect_exact_routing(what, epilogue, in);
-  }
-  std::ostringstream note;
-  note << what << ": M " << c.m << ", E " << c.experts << ", k " << c.k << ", groups " << c.n_group << "/"
-       << c.topk_group << ", bias " << (in.bias.empty() ? "none" : "given") << (c.fused ? ", fused" : "");
-  SCOPED_TRACE(note.str());
-  SCOPED_TRACE(seed_note());
-  const int64_t experts = c.experts, k_dim = std::max<int64_t>(experts, 256);
-  DeviceTensor x(DType::bf16, c.m, k_dim), w(DType::bf16, experts, k_dim), bias(DType::f32, 1, experts);
+// What the router returned: weights and ids (M x k) and the expert counts.
+struct Routed {
+  std::vector<float> weights;
+  std::vector<int32_t> ids, counts;
+};
+
+// Routes `in` on the GPU (outputs poisoned, a garbage workspace); `x` and `w` keep the GEMM's
+// operands (the scores) for the reference.
+Routed route_on_gpu(const Case& c, const Inputs& in, DeviceTensor& x, DeviceTensor& w) {
+  const int64_t experts = c.experts;
+  DeviceTensor bias(DType::f32, 1, experts);
   DeviceTensor weights(DType::f32, c.m, c.k, c.k), ids(DType::i32, c.m, c.k, c.k), counts(DType::i32, 1, experts);
   for (int64_t m = 0; m < c.m; ++m)
     for (int64_t e = 0; e < experts; ++e) put_bf16(x, m, e, in.scores[std::size_t(m * experts + e)]);
@@ -127,11 +124,35 @@ void expect_exact_routing(const char* what, const Case& c, const Inputs& in) {
   ws.garbage(uint64_t(c.m * 1000 + experts));
   ops::gemm_router(x.view(), w.view(), weights.view(), ids.view(), ws.get(), ws.bytes(), nullptr, o);
   CODA_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> got_weights(std::size_t(c.m * c.k));
-  std::vector<int32_t> got_ids(got_weights.size()), got_counts(static_cast<std::size_t>(experts));
-  weights.device.download(got_weights.data(), got_weights.size() * 4);
-  ids.device.download(got_ids.data(), got_ids.size() * 4);
-  counts.device.download(got_counts.data(), got_counts.size() * 4);
+  Routed r{std::vector<float>(std::size_t(c.m * c.k)), std::vector<int32_t>(std::size_t(c.m * c.k)),
+           std::vector<int32_t>(std::size_t(experts))};
+  weights.device.download(r.weights.data(), r.weights.size() * 4);
+  ids.device.download(r.ids.data(), r.ids.size() * 4);
+  counts.device.download(r.counts.data(), r.counts.size() * 4);
+  return r;
+}
+
+std::string describe(const char* what, const Case& c, const Inputs& in) {
+  std::ostringstream note;
+  note << what << ": M " << c.m << ", E " << c.experts << ", k " << c.k << ", groups " << c.n_group << "/"
+       << c.topk_group << ", bias " << (in.bias.empty() ? "none" : "given") << (c.fused ? ", fused" : "");
+  return note.str();
+}
+
+// Routes `in` on the GPU and requires the reference's ids exactly, its weights to fp32 rounding and
+// its expert counts.
+void expect_exact_routing(const char* what, const Case& c, const Inputs& in) {
+  if (!c.fused && c.n_group == 8 && (c.experts == 128 || c.experts == 256) && c.m > 16) {
+    Case epilogue = c;  // the epilogue's k <= 8: the same inputs at k = 8 where the case has more
+    epilogue.fused = true;
+    epilogue.k = std::min(c.k, 8);
+    expect_exact_routing(what, epilogue, in);
+  }
+  SCOPED_TRACE(describe(what, c, in));
+  SCOPED_TRACE(seed_note());
+  const int64_t experts = c.experts, k_dim = std::max<int64_t>(experts, 256);
+  DeviceTensor x(DType::bf16, c.m, k_dim), w(DType::bf16, experts, k_dim);
+  const Routed got = route_on_gpu(c, in, x, w);
 
   reference::RoutingOptions ro{.mode = reference::RoutingMode::sigmoid_bias,
                                .k = c.k,
@@ -143,17 +164,17 @@ void expect_exact_routing(const char* what, const Case& c, const Inputs& in) {
   const reference::Routing want =
       reference::route(reference::gemm(x.host.matrix(), Major::k, w.host.matrix(), Major::k), ro);
   int mismatches = 0;
-  for (std::size_t i = 0; i < got_ids.size() && mismatches < 5; ++i) {
+  for (std::size_t i = 0; i < got.ids.size() && mismatches < 5; ++i) {
     const double tolerance = 2e-6 * std::max(1.0, std::abs(want.weights.data[i]));
-    if (got_ids[i] != want.ids[i] || !(std::abs(got_weights[i] - want.weights.data[i]) <= tolerance)) {
+    if (got.ids[i] != want.ids[i] || !(std::abs(got.weights[i] - want.weights.data[i]) <= tolerance)) {
       ++mismatches;
-      ADD_FAILURE() << "token " << i / std::size_t(c.k) << " slot " << i % std::size_t(c.k) << ": expert " << got_ids[i]
-                    << " weight " << got_weights[i] << ", want expert " << want.ids[i] << " weight "
+      ADD_FAILURE() << "token " << i / std::size_t(c.k) << " slot " << i % std::size_t(c.k) << ": expert " << got.ids[i]
+                    << " weight " << got.weights[i] << ", want expert " << want.ids[i] << " weight "
                     << want.weights.data[i];
     }
   }
   const std::vector<int64_t> want_counts = want.expert_counts(experts);
-  for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(got_counts[std::size_t(e)], want_counts[std::size_t(e)]) << e;
+  for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(got.counts[std::size_t(e)], want_counts[std::size_t(e)]) << e;
 }
 
 struct GroupShape {
@@ -299,6 +320,68 @@ TEST(RouterGpuTies, NonFiniteBiasesUngrouped) {
             expect_exact_routing(sparse ? "sparse non-finite biases" : "dense non-finite biases",
                                  {m, experts, k, 1, 1, k == 8, 1.0f, fused}, in);
           }
+      }
+}
+
+// Biases near float max: p + bias and a group's sum are fp32 on every path (coda/ops/router.hpp),
+// so where the bias dwarfs p (ulp(3e38) = 2^105) the experts it lifts tie at the bias and go lower
+// id first, and two of them in one group sum past float max to +inf, tying those groups (the lower
+// kept); fp64 would order them by p, so the expectation is written here. Weights stay p. Lifted
+// experts: e % 3 == 1 without groups; with DeepSeek-V3's 8 groups of 32 (4 kept), places 5 and 9 of
+// groups 1, 3, 4, 6 and 7, of which group 7 is the fifth at +inf and left out. Place 0 (e % 3 == 2
+// without groups) sinks to -3e38, still selectable after the rest. Every path: decode (M = 5,
+// 16), the scores path and the epilogue's selection (M = 17, 300).
+TEST(RouterGpuTies, BiasesNearFloatMax) {
+  CODA_REQUIRE_HOPPER();
+  constexpr float kHuge = 3.0e38f;
+  struct Shape {
+    int64_t experts;
+    int32_t n_group, topk_group;
+  };
+  for (const Shape& s : {Shape{8, 1, 1}, Shape{64, 1, 1}, Shape{256, 1, 1}, Shape{256, 8, 4}})
+    for (int64_t m : {5, 16, 17, 300})
+      for (bool fused : {false, true}) {
+        if (fused && m <= 16) continue;  // the decode kernel's M
+        Inputs in{random_scores(m, s.experts), {}, std::vector<float>(std::size_t(s.experts), 0.0f)};
+        std::vector<int32_t> want_ids;  // the lifted experts selectable, in id order
+        const int64_t group_size = s.experts / s.n_group;
+        for (int64_t e = 0; e < s.experts; ++e) {
+          const int64_t g = e / group_size, j = e % group_size;
+          const bool grouped = s.n_group > 1;
+          const bool lift =
+              grouped ? (g == 1 || g == 3 || g == 4 || g == 6 || g == 7) && (j == 5 || j == 9) : e % 3 == 1;
+          const bool sink = grouped ? j == 0 : e % 3 == 2;
+          in.bias[std::size_t(e)] = lift ? kHuge : sink ? -kHuge : 0.0f;
+          if (lift && !(grouped && g == 7)) want_ids.push_back(int32_t(e));
+        }
+        const int32_t k = int32_t(std::min<std::size_t>(8, want_ids.size()));
+        want_ids.resize(std::size_t(k));
+        const Case c{m, s.experts, k, s.n_group, s.topk_group, true, 1.0f, fused};
+        SCOPED_TRACE(describe("biases near float max", c, in));
+        SCOPED_TRACE(seed_note());
+        const int64_t k_dim = std::max<int64_t>(s.experts, 256);
+        DeviceTensor x(DType::bf16, m, k_dim), w(DType::bf16, s.experts, k_dim);
+        const Routed got = route_on_gpu(c, in, x, w);
+        int mismatches = 0;
+        for (int64_t t = 0; t < m && mismatches < 5; ++t) {
+          double sum = 0;
+          for (int32_t id : want_ids)
+            sum += 1.0 / (1.0 + std::exp(-double(in.scores[std::size_t(t * s.experts + id)])));
+          for (int32_t j = 0; j < k; ++j) {
+            const std::size_t i = std::size_t(t * k + j);
+            const int32_t id = want_ids[std::size_t(j)];
+            const double want = 1.0 / (1.0 + std::exp(-double(in.scores[std::size_t(t * s.experts + id)]))) / sum;
+            if (got.ids[i] != id || !(std::abs(got.weights[i] - want) <= 2e-6)) {
+              ++mismatches;
+              ADD_FAILURE() << "token " << t << " slot " << j << ": expert " << got.ids[i] << " weight "
+                            << got.weights[i] << ", want expert " << id << " weight " << want;
+            }
+          }
+        }
+        for (int64_t e = 0; e < s.experts; ++e)
+          EXPECT_EQ(got.counts[std::size_t(e)],
+                    std::count(want_ids.begin(), want_ids.end(), int32_t(e)) ? int32_t(m) : 0)
+              << e;
       }
 }
 

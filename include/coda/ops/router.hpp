@@ -28,7 +28,10 @@
 // experts are selectable, the remaining slots take the lowest ids not chosen, at weight 0, so ids
 // are always distinct and in [0, E). The bias is device data, not checked: a NaN bias makes its
 // expert's selection score NaN (never selected), +inf ranks it before and -inf after every finite
-// score, and a group whose two best are +inf and -inf scores -inf. Same inputs, same bits.
+// score, and a group whose two best are +inf and -inf scores -inf. p + bias and a group's sum are
+// fp32: a bias that dwarfs p (|bias| near 3e38, where an ulp is 2^105) ties its experts at the
+// bias (lower id first), and two such in a group sum to +inf (fp64, coda/reference/moe.hpp, would
+// still order them by p). Same inputs, same bits.
 //
 // Outputs: weights (M x k, f32), ids (M x k, int32); optionally token_expert_indices (M x k, int32:
 // slot j of token m holds j M + m, vLLM's layout), expert_counts (E, int32: slots routed to each
