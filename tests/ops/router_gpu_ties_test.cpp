@@ -324,7 +324,7 @@ TEST(RouterGpuTies, NonFiniteBiasesUngrouped) {
 }
 
 // Biases near float max: p + bias and a group's sum are fp32 on every path (coda/ops/router.hpp),
-// so where the bias dwarfs p (ulp(3e38) = 2^105) the experts it lifts tie at the bias and go lower
+// so where the bias dwarfs p (ulp(3e38) = 2^104) the experts it lifts tie at the bias and go lower
 // id first, and two of them in one group sum past float max to +inf, tying those groups (the lower
 // kept); fp64 would order them by p, so the expectation is written here. Weights stay p. Lifted
 // experts: e % 3 == 1 without groups; with DeepSeek-V3's 8 groups of 32 (4 kept), places 5 and 9 of
@@ -362,15 +362,17 @@ TEST(RouterGpuTies, BiasesNearFloatMax) {
         const int64_t k_dim = std::max<int64_t>(s.experts, 256);
         DeviceTensor x(DType::bf16, m, k_dim), w(DType::bf16, s.experts, k_dim);
         const Routed got = route_on_gpu(c, in, x, w);
+        const auto p = [&](int64_t t, int32_t id) {  // sigmoid of token t's score for expert id
+          return 1.0 / (1.0 + std::exp(-double(in.scores[std::size_t(t * s.experts + id)])));
+        };
         int mismatches = 0;
         for (int64_t t = 0; t < m && mismatches < 5; ++t) {
           double sum = 0;
-          for (int32_t id : want_ids)
-            sum += 1.0 / (1.0 + std::exp(-double(in.scores[std::size_t(t * s.experts + id)])));
+          for (int32_t id : want_ids) sum += p(t, id);
           for (int32_t j = 0; j < k; ++j) {
             const std::size_t i = std::size_t(t * k + j);
             const int32_t id = want_ids[std::size_t(j)];
-            const double want = 1.0 / (1.0 + std::exp(-double(in.scores[std::size_t(t * s.experts + id)]))) / sum;
+            const double want = p(t, id) / sum;
             if (got.ids[i] != id || !(std::abs(got.weights[i] - want) <= 2e-6)) {
               ++mismatches;
               ADD_FAILURE() << "token " << t << " slot " << j << ": expert " << got.ids[i] << " weight "

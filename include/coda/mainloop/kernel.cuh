@@ -231,10 +231,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   // the zeros a whole box's boundary fill would give (an epilogue sees exact zeros past N). The
   // fence orders these generic stores before the async proxy's wgmma reads (PTX ISA, "Proxies").
   if constexpr (BMajor == Major::k && Config::kClusterM == 1) {
-    const int loaded = p.token_box_rows * 128 / 16, row_words = Config::kBlockN * 128 / 16;
-    if (loaded < row_words) {
-      for (int i = int(threadIdx.x); i < kStages * (row_words - loaded); i += Config::kThreads)
-        reinterpret_cast<uint4*>(s.b[i / (row_words - loaded)])[loaded + i % (row_words - loaded)] = uint4{};
+    // 16-byte words of a B slot (128-byte rows): the first `loaded` by TMA, the rest zeroed.
+    const int loaded = p.token_box_rows * 128 / 16, slot_words = Config::kBlockN * 128 / 16;
+    if (loaded < slot_words) {
+      const int rest = slot_words - loaded;
+      for (int i = int(threadIdx.x); i < kStages * rest; i += Config::kThreads)
+        reinterpret_cast<uint4*>(s.b[i / rest])[loaded + i % rest] = uint4{};
       sm90::fence_shared_to_async();
     }
   }
@@ -307,7 +309,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         uint32_t stage_bytes = uint32_t(Storage::kBytesA + Storage::kBytesB);
         if constexpr (BMajor == Major::k) {
           if (box_rows_b < rows_b) {  // B's rows from row_b in whole boxes; one past N (a cluster's CTA)
-            rows_b = min(rows_b, max(1, (int(p.n) - row_b + box_rows_b - 1) / box_rows_b) * box_rows_b);
+            rows_b = min(rows_b, max(1, (p.n - row_b + box_rows_b - 1) / box_rows_b) * box_rows_b);
             stage_bytes = uint32_t(Storage::kBytesA + rows_b * Config::kBlockK * 2);
           }
         }

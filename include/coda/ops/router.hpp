@@ -29,7 +29,7 @@
 // are always distinct and in [0, E). The bias is device data, not checked: a NaN bias makes its
 // expert's selection score NaN (never selected), +inf ranks it before and -inf after every finite
 // score, and a group whose two best are +inf and -inf scores -inf. p + bias and a group's sum are
-// fp32: a bias that dwarfs p (|bias| near 3e38, where an ulp is 2^105) ties its experts at the
+// fp32: a bias that dwarfs p (|bias| near 3e38, where an ulp is 2^104) ties its experts at the
 // bias (lower id first), and two such in a group sum to +inf (fp64, coda/reference/moe.hpp, would
 // still order them by p). Same inputs, same bits.
 //
