@@ -303,19 +303,15 @@ __device__ __forceinline__ void select_row(const SelectArgs& a, const float* bia
 /// prepare(); the outputs are k words a row, written from registers. kRows other than ungrouped
 /// (FusedRows) is a kernel of its own, so that the others keep their code.
 template <int V, FusedRows kRows = FusedRows::ungrouped>
-struct FusedSelection {
+struct FusedSelection : fused::SelectsInPrepare {
   static constexpr bool kGroups = kRows == FusedRows::groups;
   static_assert(kRows != FusedRows::narrow || V == 32, "narrow rows: m128n128's 8 chunks of 4 a lane");
   using Params = SelectArgs;
   using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
   struct SharedStorage {
     Row rows[2][4][8];  // [consumer][warp][quad]: the chunks of the row a quad is selecting
-    // Each consumer's copy of the expert bias (sigmoid_bias): read from shared memory, the V loads
-    // of a row's scores do not all wait in registers at once (from global memory they spill).
-    float bias[2][kFusedMaxExperts];
+    float bias[2][kFusedMaxExperts];  // each consumer's copy of the expert bias (copy_bias_once)
   };
-  template <class Acc>
-  struct Pending {};
 
   template <class Acc>
   __device__ void prepare(const Params& a, SharedStorage& s, Acc& acc, const mainloop::TileCoordinates& t,
@@ -335,24 +331,12 @@ struct FusedSelection {
         if (Layout::col(i / 4 * 2 + i % 2) >= limit) values[i] = NAN;
     }
     if (kGroups || a.mode == RoutingMode::sigmoid_bias) {
-      // The tiles' columns start at 0 (E <= the tile's width): one copy serves every tile. Zeros
-      // past E, where masked columns' scores read it (NaN + 0).
-      if (!bias_copied_) {  // zeros without a bias: p + 0 is p
-        for (int e = t.thread; e < kFusedMaxExperts; e += 128)
-          s.bias[t.consumer][e] = a.expert_bias && e < a.experts ? __ldg(a.expert_bias + e) : 0.0f;
-        sm90::named_barrier_sync(1 + t.consumer, 128);
-        bias_copied_ = true;
-      }
+      fused::copy_bias_once(a, s.bias[t.consumer], t.consumer, t.thread, bias_copied_);
       select_rows<true>(a, s.bias[t.consumer], values, t, chunks, lane_col);
     } else if constexpr (!kGroups) {
       select_rows<false>(a, nullptr, values, t, chunks, lane_col);
     }
   }
-  template <class Acc>
-  __device__ bool write(const Params&, SharedStorage&, const Pending<Acc>&, const mainloop::TileCoordinates&, int) {
-    return true;
-  }
-  __device__ void finish(const Params&, SharedStorage&, const mainloop::TileCoordinates&) {}
 
  private:
   bool bias_copied_ = false;  // this consumer's copy of the expert bias is in shared memory

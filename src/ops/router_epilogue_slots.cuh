@@ -7,7 +7,9 @@
 #include <cstdint>
 
 #include "coda/epilogue/math.hpp"
+#include "coda/mainloop/epilogue_seam.cuh"
 #include "coda/ops/router.hpp"
+#include "coda/sm90/barrier.cuh"
 #include "router_quad.cuh"
 #include "router_select_common.cuh"
 
@@ -26,9 +28,11 @@ CODA_HD constexpr bool groups_in_epilogue(int experts, int n_group) {
 /// What a fused kernel's rows hold, each a kernel of its own (FusedSelection): any E up to the
 /// tile's width; sigmoid_bias's 8 groups (groups_in_epilogue); or E <= kNarrowMaxExperts on
 /// m128n128, whose live values (a lane's first two chunks of four) fill the row's 8 slots, so that
-/// no chunk threshold is needed.
+/// no chunk threshold is needed. Rows of E <= kRankedMaxExperts are ranked by counting instead
+/// (router_epilogue_ranked.cuh: RankedSelection).
 enum class FusedRows { ungrouped, groups, narrow };
 inline constexpr int kNarrowMaxExperts = 32;
+inline constexpr int kRankedMaxExperts = 16;
 
 namespace fused {
 
@@ -81,6 +85,35 @@ template <bool kSigmoid>
 __device__ __forceinline__ float selection_score(const float* bias, float value, int col) {
   if constexpr (!kSigmoid) return value;
   else return value + bias[col];
+}
+
+/// What a selection epilogue doing all its work in prepare() (the seam's contract,
+/// mainloop/epilogue_seam.cuh) leaves empty: nothing pending for the next tile's MMAs to overlap,
+/// nothing to finish. Its outputs are k words a row, written from registers.
+struct SelectsInPrepare {
+  template <class Acc>
+  struct Pending {};
+  template <class Shared, class Acc>
+  __device__ bool write(const SelectArgs&, Shared&, const Pending<Acc>&, const mainloop::TileCoordinates&, int) {
+    return true;
+  }
+  template <class Shared>
+  __device__ void finish(const SelectArgs&, Shared&, const mainloop::TileCoordinates&) {}
+};
+
+/// A consumer's copy of the expert bias in shared memory, for sigmoid_bias's selection scores (read
+/// from there, a row's loads do not all wait in registers at once), made on its first tile
+/// (`copied`: the consumer's flag). Zeros without a bias and past E: p + 0 is p, NaN + 0 NaN. The
+/// tiles' columns start at 0 (E <= the tile's width): one copy serves every tile. Named barrier
+/// 1 + consumer, the epilogue's.
+template <int kExperts>
+__device__ __forceinline__ void copy_bias_once(const SelectArgs& a, float (&bias)[kExperts], int consumer, int thread,
+                                               bool& copied) {
+  if (copied) return;
+  for (int e = thread; e < kExperts; e += 128)
+    bias[e] = a.expert_bias && e < a.experts ? __ldg(a.expert_bias + e) : 0.0f;
+  sm90::named_barrier_sync(1 + uint32_t(consumer), 128);
+  copied = true;
 }
 
 /// What a lane hands the weights for its slots (j = lane % 4 and j + 4 of the row).

@@ -6,6 +6,7 @@
 #include "coda/mainloop/tiles.hpp"
 #include "router_decode.hpp"
 #include "router_epilogue.cuh"
+#include "router_epilogue_ranked.cuh"
 #include "router_fused.hpp"
 
 namespace coda::ops::router_detail {
@@ -18,8 +19,12 @@ namespace {
 // to the last segment's CTA); at M = 128 at no E (one tile row: the scores path's GEMM splits K
 // over more SMs). With DeepSeek-V3's groups (8 of 32 at E = 256, 4 kept): at M = 16384 (110.0
 // against 147.3 us), not at M = 4096 (56.4 against 50.5); E = 128's groups were not measured.
+// Rows of E <= 16 (ranked, router_epilogue_ranked.cuh) from M = 512 (CUDA events, K = 4096, E = 8
+// / 16: M = 512 16.6 / 17.4 against 19.1 / 19.1 us, M = 2048 17.4 / 18.1 against 20.7 / 20.9), not
+// at M = 128 (15.7 against 13.7).
 bool measured_faster(int64_t rows, int64_t experts, int n_group) {
   if (n_group > 1) return experts == 256 && rows >= 8192;
+  if (experts <= kRankedMaxExperts) return rows >= 512;
   return rows >= 4096 && (experts <= 128 || rows >= 8192);
 }
 
@@ -36,13 +41,11 @@ GemmTile fused_tile(int64_t experts) { return experts <= 128 ? GemmTile::m128n12
 
 namespace {
 
-template <GemmTile kTile, int V, FusedRows kRows>
+template <GemmTile kTile, class Epilogue>
 void launch_on(const mainloop::LaunchPlan& plan, const SelectArgs& args, DType input, cudaStream_t stream) {
   using Config = typename mainloop::TileOf<kTile>::Config;
-  static_assert(
-      !Config::kPingPong && !Config::kSwapAB && Config::kWarpgroupN == Config::kBlockN && Config::kWarpgroupN == 4 * V,
-      "consumers split the tile along M, each holding whole rows");
-  using Epilogue = FusedSelection<V, kRows>;
+  static_assert(!Config::kPingPong && !Config::kSwapAB && Config::kWarpgroupN == Config::kBlockN,
+                "consumers split the tile along M, each holding whole rows");
   const auto params = plan.kernel_params(args);
   if (input == DType::bf16)
     mainloop::launch_kernel<Config, __nv_bfloat16, Major::k, Major::k, Epilogue>(plan, params, stream);
@@ -58,13 +61,16 @@ void launch_fused(const TensorView& x, const TensorView& w, const SelectArgs& ar
   const mainloop::LaunchPlan plan = mainloop::plan_launch({x, Major::k}, {w, Major::k}, options, function);
   const bool grouped = args.n_group > 1;
   if (options.tile == GemmTile::m128n128) {
-    if (grouped) launch_on<GemmTile::m128n128, 32, FusedRows::groups>(plan, args, x.dtype, stream);
+    if (grouped) launch_on<GemmTile::m128n128, FusedSelection<32, FusedRows::groups>>(plan, args, x.dtype, stream);
+    else if (args.experts <= 8) launch_on<GemmTile::m128n128, RankedSelection<8>>(plan, args, x.dtype, stream);
+    else if (args.experts <= kRankedMaxExperts)
+      launch_on<GemmTile::m128n128, RankedSelection<kRankedMaxExperts>>(plan, args, x.dtype, stream);
     else if (args.experts <= kNarrowMaxExperts)
-      launch_on<GemmTile::m128n128, 32, FusedRows::narrow>(plan, args, x.dtype, stream);
-    else launch_on<GemmTile::m128n128, 32, FusedRows::ungrouped>(plan, args, x.dtype, stream);
+      launch_on<GemmTile::m128n128, FusedSelection<32, FusedRows::narrow>>(plan, args, x.dtype, stream);
+    else launch_on<GemmTile::m128n128, FusedSelection<32>>(plan, args, x.dtype, stream);
   } else {
-    if (grouped) launch_on<GemmTile::m128n256, 64, FusedRows::groups>(plan, args, x.dtype, stream);
-    else launch_on<GemmTile::m128n256, 64, FusedRows::ungrouped>(plan, args, x.dtype, stream);
+    if (grouped) launch_on<GemmTile::m128n256, FusedSelection<64, FusedRows::groups>>(plan, args, x.dtype, stream);
+    else launch_on<GemmTile::m128n256, FusedSelection<64>>(plan, args, x.dtype, stream);
   }
 }
 

@@ -473,15 +473,20 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           {257, 160, 512, RoutingMode::sigmoid_bias, 8, true, true},
                           {600, 256, 7168, RoutingMode::sigmoid_bias, 8, true, true},
                           {129, 8, 256, RoutingMode::softmax_topk, 2, false, false},
-                          // narrow rows at E <= 8 (most of a lane's live chunks NaN)
+                          // rows of E <= 16, ranked by counting (router_epilogue_ranked.cuh): both
+                          // kernels (8 and 16 wide), odd widths, k = E, a near tie
                           {4100, 8, 512, RoutingMode::topk_softmax, 8, false, false},
                           {300, 8, 512, RoutingMode::sigmoid_bias, 2, false, true, false, DType::f16},
                           {300, 6, 512, RoutingMode::sigmoid_bias, 3, true, true},
                           {300, 1, 256, RoutingMode::topk_softmax, 1, true, false},
-                          // narrow rows (E <= 32: every live chunk copied, no threshold) and the
-                          // first E past them
-                          {4100, 32, 512, RoutingMode::topk_softmax, 8, false, false},
+                          {300, 3, 256, RoutingMode::topk_softmax, 3, false, false},
+                          {300, 12, 512, RoutingMode::softmax_topk, 5, false, false},
+                          {300, 16, 512, RoutingMode::topk_softmax, 2, true, false, true},
+                          {300, 9, 512, RoutingMode::sigmoid_bias, 8, true, true, false, DType::f16},
                           {300, 16, 512, RoutingMode::sigmoid_bias, 8, true, true},
+                          // narrow rows (E = 17 to 32: every live chunk copied, no threshold) and
+                          // the first E past them
+                          {4100, 32, 512, RoutingMode::topk_softmax, 8, false, false},
                           {300, 24, 512, RoutingMode::sigmoid_bias, 3, false, true, false, DType::f16},
                           {300, 32, 512, RoutingMode::topk_softmax, 2, true, false, true},
                           {300, 33, 512, RoutingMode::topk_softmax, 8, true, false},
