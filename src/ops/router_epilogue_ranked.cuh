@@ -11,8 +11,8 @@
 // id, NaN never selected, and the slots nothing selectable filled take the lowest ids left (the NaN
 // ids, ascending) at weight 0. Every row of the tile is selected at once, where the quad selects
 // its two row halves in turn, ~3,000 cycles each at E = 8 (H200, clock64). `coda bench router`
-// (H200, E = 8, k = 2, K = 4096): M = 16384 39.0 -> 36.5 us, M = 4096 20.8 -> 18.3, against 36.3
-// and 18.0 for coda's GEMM to the logits (docs/performance.md). At E = 32 the 512 comparisons a lane
+// (H200, E = 8, k = 2, K = 4096): M = 16384 39.0 -> 36.5 us, M = 4096 20.8 -> 18.1, against 36.2
+// and 17.8 for coda's GEMM to the logits (docs/performance.md). At E = 32 the 512 comparisons a lane
 // measured slower than the quad's narrow rows (M = 4096 21.3-21.7 against 20.4-20.8 us): E = 17 to
 // 32 stays there (FusedRows::narrow).
 #pragma once
@@ -149,11 +149,10 @@ struct RankedSelection : fused::SelectsInPrepare {
     // slot_sum's butterfly (xor 4, 2, 1) over slots 0-7: the same bits as the other paths' sums.
     const float sum = ((w[0] + w[4]) + (w[2] + w[6])) + ((w[1] + w[5]) + (w[3] + w[7]));
     const int64_t row = int64_t(t.row0) + 16 * (t.thread / 32) + r;
-    if (row >= a.rows) return;
 #pragma unroll
     for (int q = 0; q < kFusedMaxK; q += 2) {
       const int slot = q + h;  // the lane's values by selects: an index into registers must be a constant
-      if (slot >= a.k) break;
+      if (slot >= a.k || row >= a.rows) break;
       const bool slot_filled = h ? filled[q + 1] : filled[q];
       const float weight = h ? w[q + 1] : w[q];
       const int64_t i = row * a.k + slot;
@@ -161,6 +160,7 @@ struct RankedSelection : fused::SelectsInPrepare {
       a.ids[i] = h ? id[q + 1] : id[q];
       if (a.token_expert_indices) a.token_expert_indices[i] = int32_t(slot * a.rows + row);
     }
+    __syncwarp();  // the next tile's rows reuse this one's shared memory
   }
 };
 
