@@ -10,22 +10,21 @@
 // and every rule of the other paths follows from the order: larger score first, ties to the lower
 // id, NaN never selected, and the slots nothing selectable filled take the lowest ids left (the NaN
 // ids, ascending) at weight 0. Every row of the tile is selected at once, where the quad selects
-// its two row halves in turn, ~3,000 cycles each at E = 8 (H200, clock64). `coda bench router`
-// (H200, E = 8, k = 2, K = 4096): M = 16384 39.0 -> 36.5 us, M = 4096 20.8 -> 18.1, against 36.2
-// and 17.8 for coda's GEMM to the logits (docs/performance.md). At E = 32 the 512 comparisons a lane
-// measured slower than the quad's narrow rows (M = 4096 21.3-21.7 against 20.4-20.8 us): E = 17 to
-// 32 stays there (FusedRows::narrow).
+// its two row halves in turn, ~3,000 cycles each at E = 8 (H200, clock64). H200, E = 8, k = 2, K =
+// 4096: 36.5 us at M = 16384 and 18.1 at M = 4096, against 36.2 and 17.8 for coda's GEMM to the
+// logits (docs/performance.md). At E = 32 the 512 comparisons a lane measured slower than the
+// quad's narrow rows (M = 4096 21.3-21.7 against 20.4-20.8 us): E = 17 to 32 stays there
+// (FusedRows::narrow).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#include "coda/epilogue/math.hpp"
 #include "coda/epilogue/monoids.hpp"
 #include "coda/mainloop/epilogue_seam.cuh"
 #include "coda/ops/router.hpp"
-#include "coda/sm90/barrier.cuh"
 #include "router_epilogue_slots.cuh"
+#include "router_rank.hpp"
 #include "router_select_common.cuh"
 
 namespace coda::ops::router_detail {
@@ -41,7 +40,7 @@ struct RankedSelection : fused::SelectsInPrepare {
   static constexpr int kStride = kWidth + 4;
   using Params = SelectArgs;
   struct WarpRows {
-    float value[16][kStride];      // the warp's rows: logits, or sigmoid_bias's p
+    alignas(16) float value[16][kStride];  // the warp's rows: logits, or sigmoid_bias's p
     int32_t slot[16][kFusedMaxK];  // each row's experts by slot, best first
   };
   struct SharedStorage {
@@ -93,25 +92,10 @@ struct RankedSelection : fused::SelectsInPrepare {
       score[j] = fused::selection_score<kSigmoid>(bias, value[j], j);
       code[j] = score[j] == score[j] ? ordered_code(score[j]) : 0u;
     }
-    // Expert i = h kHalf + u against expert j: j counts where code_j > code_i, or where equal and
-    // j < i. With u fixed, j < u always lies below i and j >= kHalf + u never does; between, j < i
-    // exactly when h = 1. So the three ranges compare code_j + 1, code_j + h and code_j with `>`
-    // (no overflow: the largest code, +inf's, is 0xff800000).
-    uint32_t at_least[kWidth], between[kWidth];
-#pragma unroll
-    for (int j = 0; j < kWidth; ++j) {
-      at_least[j] = code[j] + 1u;
-      between[j] = code[j] + uint32_t(h);
-    }
+    const RowRanks<kWidth> ranks(code, h);  // router_rank.hpp
 #pragma unroll
     for (int u = 0; u < kHalf; ++u) {
-      const uint32_t mine = h ? code[kHalf + u] : code[u];
-      int rank = 0;
-#pragma unroll
-      for (int j = 0; j < kWidth; ++j) {
-        const uint32_t other = j < u ? at_least[j] : j < kHalf + u ? between[j] : code[j];
-        rank += other > mine ? 1 : 0;
-      }
+      const int rank = ranks.rank(u);
       if (rank < a.k) rows.slot[r][rank] = h * kHalf + u;
     }
     float lse = 0.0f;
@@ -123,9 +107,10 @@ struct RankedSelection : fused::SelectsInPrepare {
     }
     __syncwarp();
 
-    // 3. The weights of the row's k slots (select_token's formulas and its sum's order), lane h
-    // writing slots h, h + 2, ... Only slots below k are computed, and only a lane's own divided
-    // (k is uniform: no divergence).
+    // 3. The weights of the row's k slots, lane h writing slots h, h + 2, ...: select_token's
+    // formulas and its slot sum's order (the same bits), but for topk_softmax's log-sum-exp, folded
+    // here over the row in one lane (LogSumExp::fold), which rounds differently. Only slots below k
+    // are computed, and only a lane's own divided (k is uniform: no divergence).
     const bool softmax_of_slots =
         a.mode == RoutingMode::softmax_topk || (a.mode == RoutingMode::topk_softmax && a.renormalize);
     int32_t id[kFusedMaxK];

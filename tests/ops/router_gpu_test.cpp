@@ -38,6 +38,9 @@ struct Case {
   int32_t n_group = 1, topk_group = 1;
   float scale = 1.0f;
   std::vector<int64_t> nan_rows{};
+  std::vector<int64_t> zero_rows{};         // tokens of zeros (a padded batch): every score a signed zero
+  std::vector<int64_t> nan_experts{};       // weight rows of NaN: experts that never score
+  std::vector<int64_t> negative_experts{};  // weight rows below 0: a token of zeros scores -0 there
   bool fused = false;  // options.fused_selection (runs where k <= 8, E <= 256, M > 16; groups: 8 at E = 128, 256)
   DType input = DType::bf16;
   int split_k = 0;  // options.gemm.split_k: nonzero sends a decode batch through coda::gemm
@@ -86,11 +89,17 @@ struct RouterRun {
     if (c.experts >= 3)
       std::memcpy(&w.host.bytes[std::size_t(2 * w.host.view.ld() * 2)], &w.host.bytes[std::size_t(w.host.view.ld() * 2)],
                   std::size_t(c.k_dim * 2));
-    for (int64_t r : c.nan_rows)
+    const auto set_row = [&](DeviceTensor& t, int64_t r, auto value_of) {
       for (int64_t j = 0; j < c.k_dim; ++j) {
-        const uint16_t nan = c.input == DType::f16 ? 0x7E00 : 0x7FC0;
-        std::memcpy(&x.host.bytes[std::size_t((r * x.host.view.ld() + j) * 2)], &nan, 2);
+        const float v = value_of(j);
+        const uint16_t bits = c.input == DType::f16 ? float_to_fp16_bits(v) : float_to_bf16_bits(v);
+        std::memcpy(&t.host.bytes[std::size_t((r * t.host.view.ld() + j) * 2)], &bits, 2);
       }
+    };
+    for (int64_t r : c.nan_rows) set_row(x, r, [](int64_t) { return std::nanf(""); });
+    for (int64_t r : c.zero_rows) set_row(x, r, [](int64_t) { return 0.0f; });
+    for (int64_t e : c.nan_experts) set_row(w, e, [](int64_t) { return std::nanf(""); });
+    for (int64_t e : c.negative_experts) set_row(w, e, [](int64_t j) { return -float(1 + j % 64) / 64.0f; });
     x.upload();
     w.upload();
     for (int64_t e = 0; e < c.experts; ++e) {
@@ -329,6 +338,23 @@ TEST(RouterGpu, NaNRowsSelectNoNaN) {
 // Decode batches run the cooperative kernel (router_decode.hpp): every M from 1 to 16, every expert
 // count the issue names, K past the last whole 32-wide chunk, k = 1 and k = min(E, 32), f16, grouped
 // selection; and the same batches through coda::gemm when the GEMM's options ask for it.
+// Rows of E <= 16 (ranked by counting in the epilogue) with experts that never score (weight rows
+// of NaN: at k = 8 and E = 8 two slots nothing selectable fills, which take the lowest unchosen ids
+// at weight 0) and signed zeros (a token of zeros scores -0 for an expert of negative weights and +0
+// elsewhere: all tied, the lower id first), in the softmax modes, on both paths.
+TEST(RouterGpu, RankedRowsWithNaNExpertsAndSignedZeros) {
+  CODA_REQUIRE_HOPPER();
+  for (int64_t experts : {8, 13, 16})
+    for (int variant = 0; variant < 3; ++variant) {
+      const int32_t k = variant == 0 ? 3 : 8;
+      Case c{300, experts, 256, variant == 2 ? RoutingMode::softmax_topk : RoutingMode::topk_softmax, k, variant == 0};
+      c.zero_rows = {0, 7, 299};
+      c.nan_experts = {1, experts - 2};
+      c.negative_experts = {0, 4};
+      expect_routes_like_the_reference(c);
+    }
+}
+
 TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
   CODA_REQUIRE_HOPPER();
   for (int64_t m = 1; m <= 16; ++m)

@@ -1,0 +1,56 @@
+// Internal: a row's ranks by counting, for the router's ranked rows (router_epilogue_ranked.cuh),
+// host and device (tests/ops/router_rank_test.cpp runs it on the CPU).
+//
+//   rank(i) = #{j : code_j > code_i, or code_j = code_i and j < i}
+//
+// over a row's kWidth order-preserving codes (NaN 0, below every score): larger first, ties to the
+// lower id, so the ranks are a permutation of 0 .. kWidth - 1. The two lanes of a row each rank half
+// of it: lane h experts i = h kHalf + u, u < kHalf. With u fixed, every j < u lies below i and no j
+// >= kHalf + u does; between, j < i exactly when h = 1. So the three ranges compare code_j + 1,
+// code_j + h and code_j with `>` against code_i, one comparison each, all independent (no overflow:
+// the largest code, +inf's, is 0xff800000).
+#pragma once
+
+#include <cstdint>
+
+#include "coda/core/host_device.hpp"
+
+#if defined(__CUDA_ARCH__)
+#define CODA_RANK_UNROLL _Pragma("unroll")
+#else
+#define CODA_RANK_UNROLL
+#endif
+
+namespace coda::ops::router_detail {
+
+template <int kWidth>
+struct RowRanks {
+  static_assert(kWidth % 2 == 0, "two halves");
+  static constexpr int kHalf = kWidth / 2;
+  uint32_t code[kWidth], at_least[kWidth], between[kWidth];  // code_j, code_j + 1, code_j + h
+  int h;                                                     // the lane's half
+
+  CODA_HD RowRanks(const uint32_t (&codes)[kWidth], int half) : h(half) {
+    CODA_RANK_UNROLL
+    for (int j = 0; j < kWidth; ++j) {
+      code[j] = codes[j];
+      at_least[j] = codes[j] + 1u;
+      between[j] = codes[j] + uint32_t(h);
+    }
+  }
+  /// The rank of expert h kHalf + u (u a constant once unrolled: the codes stay in registers).
+  CODA_HD int rank(int u) const {
+    const uint32_t mine = h ? code[kHalf + u] : code[u];
+    int rank = 0;
+    CODA_RANK_UNROLL
+    for (int j = 0; j < kWidth; ++j) {
+      const uint32_t other = j < u ? at_least[j] : j < kHalf + u ? between[j] : code[j];
+      rank += other > mine ? 1 : 0;
+    }
+    return rank;
+  }
+};
+
+}  // namespace coda::ops::router_detail
+
+#undef CODA_RANK_UNROLL
