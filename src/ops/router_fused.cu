@@ -19,13 +19,17 @@ namespace {
 // to the last segment's CTA); at M = 128 at no E (one tile row: the scores path's GEMM splits K
 // over more SMs). With DeepSeek-V3's groups (8 of 32 at E = 256, 4 kept): at M = 16384 (110.0
 // against 147.3 us), not at M = 4096 (56.4 against 50.5); E = 128's groups were not measured.
-// Rows of E <= 16 (ranked, router_epilogue_ranked.cuh) from M = 512 (CUDA events, K = 4096, E = 8
-// / 16: M = 512 16.6 / 17.4 against 19.1 / 19.1 us, M = 2048 17.4 / 18.1 against 20.7 / 20.9), not
-// at M = 128 (15.7 against 13.7).
+// Between (CUDA events, k = 8 (2 at E <= 16), K = 4096 (2048 at E = 64), epilogue against scores
+// path): rows of E <= 16 (ranked, router_epilogue_ranked.cuh) from M = 256 (E = 8: M = 256 16.7
+// against 18.8 us, M = 2048 17.2 against 20.7), not at M = 128 (15.7 against 13.7); E = 32 from M
+// = 1024 (19.2-19.4 against 20.9); E = 128 from M = 2048 (20.5-20.6 against 21.7-22.0); E = 64
+// not below M = 4096 (M = 2048 19.5-19.6 against 19.3-19.4).
 bool measured_faster(int64_t rows, int64_t experts, int n_group) {
   if (n_group > 1) return experts == 256 && rows >= 8192;
-  if (experts <= kRankedMaxExperts) return rows >= 512;
-  return rows >= 4096 && (experts <= 128 || rows >= 8192);
+  if (experts <= kRankedMaxExperts) return rows >= 256;
+  if (experts <= kNarrowMaxExperts) return rows >= 1024;
+  if (experts <= 64) return rows >= 4096;
+  return rows >= (experts <= 128 ? 2048 : 8192);
 }
 
 }  // namespace
