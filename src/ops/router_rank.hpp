@@ -27,16 +27,12 @@ template <int kWidth>
 struct RowRanks {
   static_assert(kWidth % 2 == 0, "two halves");
   static constexpr int kHalf = kWidth / 2;
-  uint32_t code[kWidth], at_least[kWidth], between[kWidth];  // code_j, code_j + 1, code_j + h
-  int h;                                                     // the lane's half
+  uint32_t code[kWidth];
+  int h;  // the lane's half
 
   CODA_HD RowRanks(const uint32_t (&codes)[kWidth], int half) : h(half) {
     CODA_RANK_UNROLL
-    for (int j = 0; j < kWidth; ++j) {
-      code[j] = codes[j];
-      at_least[j] = codes[j] + 1u;
-      between[j] = codes[j] + uint32_t(h);
-    }
+    for (int j = 0; j < kWidth; ++j) code[j] = codes[j];
   }
   /// The rank of expert h kHalf + u (u a constant once unrolled: the codes stay in registers).
   CODA_HD int rank(int u) const {
@@ -44,7 +40,7 @@ struct RowRanks {
     int rank = 0;
     CODA_RANK_UNROLL
     for (int j = 0; j < kWidth; ++j) {
-      const uint32_t other = j < u ? at_least[j] : j < kHalf + u ? between[j] : code[j];
+      const uint32_t other = j < u ? code[j] + 1u : j < kHalf + u ? code[j] + uint32_t(h) : code[j];
       rank += other > mine ? 1 : 0;
     }
     return rank;

@@ -335,9 +335,6 @@ TEST(RouterGpu, NaNRowsSelectNoNaN) {
     }
 }
 
-// Decode batches run the cooperative kernel (router_decode.hpp): every M from 1 to 16, every expert
-// count the issue names, K past the last whole 32-wide chunk, k = 1 and k = min(E, 32), f16, grouped
-// selection; and the same batches through coda::gemm when the GEMM's options ask for it.
 // Rows of E <= 16 (ranked by counting in the epilogue) with experts that never score (weight rows
 // of NaN: at k = 8 and E = 8 two slots nothing selectable fills, which take the lowest unchosen ids
 // at weight 0) and signed zeros (a token of zeros scores -0 for an expert of negative weights and +0
@@ -355,6 +352,9 @@ TEST(RouterGpu, RankedRowsWithNaNExpertsAndSignedZeros) {
     }
 }
 
+// Decode batches run the cooperative kernel (router_decode.hpp): every M from 1 to 16, every expert
+// count the issue names, K past the last whole 32-wide chunk, k = 1 and k = min(E, 32), f16, grouped
+// selection; and the same batches through coda::gemm when the GEMM's options ask for it.
 TEST(RouterGpu, DecodeBatchesEveryTokenAndExpertCount) {
   CODA_REQUIRE_HOPPER();
   for (int64_t m = 1; m <= 16; ++m)

@@ -53,7 +53,7 @@ TEST(RouterRank, RandomRowsOfSixteen) {
   std::mt19937 rng(16);
   uint32_t code[16];
   for (int row = 0; row < 20000; ++row) {
-    // half the rows over the four codes (ties), half over any code below +inf's
+    // half the rows over the four codes (ties), half over any code up to +inf's
     for (uint32_t& c : code) c = row % 2 ? kCodes[rng() % 4] : uint32_t(rng() % (0xff800000ull + 1));
     SCOPED_TRACE(::testing::Message() << "row " << row);
     expect_ranks(code);
