@@ -308,6 +308,10 @@ struct FusedSelection : fused::SelectsInPrepare {
   static_assert(kRows != FusedRows::narrow || V == 32, "narrow rows: m128n128's 8 chunks of 4 a lane");
   using Params = SelectArgs;
   using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
+  // A split tile's rows are selected on every segment's SM, a row half each (mainloop/segments.cuh):
+  // the selection, not the wait for the partials, is what a split tile's last segment exposes.
+  // (m128n128 only: m128n256's 128 accumulators have no registers left for it: it spilled.)
+  static constexpr bool kSharesTileRows = V == 32;
   struct SharedStorage {
     Row rows[2][4][8];  // [consumer][warp][quad]: the chunks of the row a quad is selecting
     float bias[2][kFusedMaxExperts];  // each consumer's copy of the expert bias (copy_bias_once)
@@ -351,13 +355,16 @@ struct FusedSelection : fused::SelectsInPrepare {
   __device__ void select_rows(const Params& a, const float* bias, float (&values)[N],
                               const mainloop::TileCoordinates& t, Row& chunks, int lane_col) {
     using Layout = fused::RowLayout<V>;
+    // The halves this CTA finishes (both unless K is split: kSharesTileRows), as the loop's one
+    // register: a second one live across a half's selection spills the m128n256 kernels.
 #pragma unroll 1
-    for (int h = 0; h < 2; ++h) {
-      fused::select_row<V, kSigmoid, kRows>(
-          a, bias, values, t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread), chunks, lane_col);
-      if (h == 0)
+    for (uint32_t halves = t.row_halves; halves != 0; halves &= halves - 1) {
+      const int h = (halves & 1u) ? 0 : 1;
+      if (h == 1)
 #pragma unroll
         for (int v = 0; v < V; ++v) values[Layout::index(v, 0)] = values[Layout::index(v, 1)];
+      fused::select_row<V, kSigmoid, kRows>(
+          a, bias, values, t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread), chunks, lane_col);
     }
   }
 };

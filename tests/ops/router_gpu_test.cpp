@@ -43,7 +43,7 @@ struct Case {
   std::vector<int64_t> negative_experts{};  // weight rows below 0: a token of zeros scores -0 there
   bool fused = false;  // options.fused_selection (runs where k <= 8, E <= 256, M > 16; groups: 8 at E = 128, 256)
   DType input = DType::bf16;
-  int split_k = 0;  // options.gemm.split_k: nonzero sends a decode batch through coda::gemm
+  int split_k = 0;  // options.gemm.split_k: nonzero sends a decode batch through coda::gemm (M <= 16)
   GemmTile tile = GemmTile::automatic;  // options.gemm.tile
 };
 
@@ -51,7 +51,7 @@ std::string describe(const Case& c) {
   std::ostringstream s;
   s << "M " << c.m << ", E " << c.experts << ", K " << c.k_dim << ", mode " << int(c.mode) << ", k " << c.k
     << ", renormalize " << c.renormalize << ", bias " << c.bias << ", groups " << c.n_group << "/" << c.topk_group
-    << (c.fused ? ", fused" : "") << ", " << c.input << (c.split_k ? ", through coda::gemm" : "");
+    << (c.fused ? ", fused" : "") << ", " << c.input << (c.split_k ? ", split_k " + std::to_string(c.split_k) : "");
   return s.str();
 }
 
@@ -490,6 +490,7 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     bool near_tie = false;  // experts 5 and 9 score the most, within a few ulps or equal
     DType input = DType::bf16;
     int32_t n_group = 1, topk_group = 1;
+    int split_k = 0;  // options.gemm.split_k, on both paths
   };
   for (const Shape& shape :
        std::vector<Shape>{{100, 256, 1024, RoutingMode::topk_softmax, 8, true, false},
@@ -529,12 +530,25 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           // 2 groups kept, k = 8, no bias: rows of zeros reach exactly 8 chunks (every
                           // score tied) and take the fast path with the other groups masked
                           {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, false, false, DType::bf16, 8, 2},
-                          {300, 128, 512, RoutingMode::sigmoid_bias, 8, false, false, false, DType::bf16, 8, 2}}) {
+                          {300, 128, 512, RoutingMode::sigmoid_bias, 8, false, false, false, DType::bf16, 8, 2},
+                          // K split on m128n128, each segment selecting a quarter of the tile's rows
+                          // (mainloop/segments.cuh, share_tile_rows): 4 segments (automatic, a
+                          // residue tile row), 3, 2 (one row past a tile), 8 (segments past the
+                          // fourth select none), groups; and 5 with more units than CTAs, where the
+                          // last segment selects the whole tile
+                          {1000, 128, 2048, RoutingMode::topk_softmax, 8, true, false},
+                          {700, 64, 1536, RoutingMode::softmax_topk, 6, false, false, false, DType::f16},
+                          {129, 100, 1024, RoutingMode::sigmoid_bias, 8, true, true},
+                          {1000, 128, 4096, RoutingMode::topk_softmax, 8, false, false, true, DType::bf16, 1, 1, 8},
+                          {1000, 128, 2048, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4},
+                          {300, 48, 2048, RoutingMode::topk_softmax, 4, true, false, false, DType::bf16, 1, 1, 3},
+                          {4100, 128, 2048, RoutingMode::topk_softmax, 8, true, false, false, DType::bf16, 1, 1, 5}}) {
     Case c{shape.m, shape.experts, shape.k_dim, shape.mode, shape.k, shape.renormalize, shape.bias};
     c.n_group = shape.n_group;
     c.topk_group = shape.topk_group;
     c.nan_rows = {1, shape.m - 2};
     c.input = shape.input;
+    c.split_k = shape.split_k;
     SCOPED_TRACE(describe(c));
     RouterRun run(c);
     run.x.random(shape.near_tie ? 0.0 : -1.0, 1);

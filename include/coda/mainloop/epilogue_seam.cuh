@@ -27,6 +27,10 @@
 //     // Optional: whether the launch's K-block mask (params.hpp, KBlockMask) applies: the kernel
 //     // leaves out the K blocks it clears (cooperative, unswapped configurations only).
 //     static constexpr bool kSkipsKBlocks;
+//     // Optional: whether every K segment of a split-K tile finishes some of its rows (segments.cuh,
+//     // share_tile_rows), prepare() then selecting by TileCoordinates::row_halves; for an epilogue
+//     // whose per-row work outweighs the segments' wait for each other (cooperative, unswapped).
+//     static constexpr bool kSharesTileRows;
 //   };
 //
 // prepare() does everything that needs the accumulators (the math; converting and packing the
@@ -54,6 +58,9 @@ struct TileCoordinates {
   int32_t problem_n;
   int32_t consumer;    // which consumer warpgroup (0 or 1)
   int32_t thread;      // thread index within the warpgroup, 0..127
+  // The thread's row halves (values i with (i / 2) % 2 == h: bit h) whose accumulators are whole: 3,
+  // unless the segments of a split tile share its rows out (kSharesTileRows).
+  uint32_t row_halves;
 };
 
 /// The moments of a tile an epilogue's mark() hears of, in order.
@@ -116,6 +123,13 @@ constexpr bool kMarksTiles = requires(Epilogue e, const typename Epilogue::Param
 template <class Epilogue>
 constexpr bool kSkipsKBlocks = [] {
   if constexpr (requires { Epilogue::kSkipsKBlocks; }) return Epilogue::kSkipsKBlocks;
+  else return false;
+}();
+
+/// Whether every K segment of a split tile finishes some of its rows (kSharesTileRows above).
+template <class Epilogue>
+constexpr bool kSharesTileRows = [] {
+  if constexpr (requires { Epilogue::kSharesTileRows; }) return Epilogue::kSharesTileRows;
   else return false;
 }();
 

@@ -23,7 +23,8 @@
 // operand tile split its loading and multicast it to each other, halving its L2 traffic. A tile
 // computed in several K segments (split-K, stream-K; see scheduler.cuh) has every segment publish
 // its fp32 partial to a workspace; the last to arrive adds them in segment order (deterministic, no
-// atomics on data) and runs the epilogue. A swapped configuration (tiles.hpp: small M) runs this
+// atomics on data) and runs the epilogue, or, where the epilogue asks, every segment finishes some
+// of the tile's rows (segments.cuh). A swapped configuration (tiles.hpp: small M) runs this
 // same kernel on C^T = B A^T: the plan hands it B as its A, and its epilogue transposes back. Its
 // split-K may instead run the segments of a tile on the CTAs of one cluster, which hand their
 // partials to CTA 0 through distributed shared memory (segments.cuh).
@@ -210,6 +211,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   // A swapped launch whose segments are the CTAs of a cluster (the launch's clusters, not Config's).
   constexpr bool kClusterSplit = kSplitsInClusters<Config, Epilogue>;
   const bool splits_in_cluster = kClusterSplit && p.schedule.splits_in_cluster;
+  // Split-K tiles whose segments each finish some of the rows (segments.cuh, share_tile_rows): where
+  // the epilogue asks and every unit of the launch has a cluster of its own, so that the segments
+  // that wait for each other all run at once. Evaluated from the parameters where it is used, so
+  // that no register holds it across the MMA loop.
+  constexpr bool kSharesRows = kSharesTileRows<Epilogue> && !Config::kPingPong && !Config::kSwapAB && Acc::kBlocks == 1;
+  const auto shares_rows = [&] {
+    return kSharesRows && p.schedule.splits > 1 &&
+           p.schedule.cluster_tiles * p.schedule.splits <= int32_t(gridDim.x) / Config::kClusterSize;
+  };
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -453,9 +463,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         if (!finishes_tile && splits_in_cluster)
           finishes_tile = combine_in_cluster(s.cluster, unit, acc, Config::kPingPong ? unit_index / 2 : unit_index,
                                              p.n - coords.col0, consumer, thread);
-      if (!finishes_tile && !splits_in_cluster)
-        finishes_tile = combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival, p.m - coords.row0,
-                                                 p.n - coords.col0, consumer, thread);
+      coords.row_halves = 3;
+      if (!finishes_tile && !splits_in_cluster) {
+        if constexpr (kSharesRows)
+          if (shares_rows())
+            coords.row_halves =
+                share_tile_rows<Config>(p.partials, p.schedule, unit, acc, p.m - coords.row0, consumer, thread);
+        finishes_tile = (kSharesRows && shares_rows())
+                            ? coords.row_halves != 0
+                            : combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival,
+                                                       p.m - coords.row0, p.n - coords.col0, consumer, thread);
+      }
       if (finishes_tile) {
         // A tile shorter than the write leaves some of it: finish it before `pending` is reused.
         while (has_pending)

@@ -2,7 +2,10 @@
 // segments' fp32 partials added in segment order by the CTA that finishes it. Two ways:
 //   combine_segments    through a workspace in global memory: every segment publishes its partial
 //                       and counts its arrival; the last to arrive adds them (any tile, split-K or
-//                       stream-K; needs the workspace and its counters)
+//                       stream-K; needs the workspace and its counters). share_tile_rows is its
+//                       variant for an epilogue that shares a split tile's rows out
+//                       (kSharesTileRows: the MoE router's selection): every segment waits for
+//                       the others and finishes a quarter of the rows, on four SMs instead of one.
 //   combine_in_cluster  through distributed shared memory: the segments are the CTAs of one cluster
 //                       (ScheduleParams::splits_in_cluster, swapped tiles only), which store their
 //                       partials into CTA 0's shared memory (st.async); CTA 0 adds them and finishes
@@ -77,6 +80,75 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
       }
   }
   return true;
+}
+
+/// Which of consumer c's row halves (values i with (i / 2) % 2 == h: rows 0-7 or 8-15 of each
+/// warp's 16; bit h) segment `segment` of `segments` finishes in share_tile_rows: half h goes to
+/// segment (2c + h) mod segments. Each of the four (c, h) has one finisher, and at two segments
+/// or more no consumer finishes both its halves: at four, each segment finishes one consumer's
+/// half; at two, segment h both consumers' half h; segments past the fourth none.
+__device__ __forceinline__ uint32_t row_halves_finished(int segment, int segments, int consumer) {
+  return ((2 * consumer) % segments == segment ? 1u : 0u) | ((2 * consumer + 1) % segments == segment ? 2u : 0u);
+}
+
+/// combine_segments for a split-K tile whose segments share its rows out (the epilogue's
+/// kSharesTileRows): every segment publishes its partial and counts its arrival; a CTA finishing
+/// a row half (row_halves_finished) waits until every segment has arrived, then adds that half's
+/// partials in segment order (the bits combine_segments gives). Returns the halves this consumer
+/// now holds whole (bit h; 0: none). The segments wait for each other, so they must all be running
+/// at once: the kernel takes this way only where the launch's units fit its CTAs (one wave). The
+/// counter counts the segments, then the CTAs finishing a half (min(segments, 4)), the last of
+/// which zeroes it for the next launch. Cooperative unswapped tiles, one 64-row block a consumer.
+template <class Config, class Acc>
+__device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws, const ScheduleParams& schedule,
+                                                    const WorkUnit& unit, Acc& acc, int32_t valid_rows, int consumer,
+                                                    int thread) {
+  static_assert(!Config::kPingPong && !Config::kSwapAB && Acc::kBlocks == 1, "cooperative unswapped tiles");
+  constexpr int kStride = Config::kWarpgroupsPerTile * 128;
+  constexpr int kTileFloats = Acc::kValuesPerBlock * kStride;
+  float* column =
+      ws.partials + int64_t(unit.counter) * slots_per_tile(schedule) * kTileFloats + consumer * 128 + thread;
+  const auto inside = [&](int i) { return Acc::row(0, i, thread) < valid_rows; };
+
+  float* mine = column + int64_t(unit.segment) * kTileFloats;
+#pragma unroll
+  for (int i = 0; i < Acc::kValuesPerBlock; ++i)
+    if (inside(i)) __stcg(mine + i * kStride, acc.value[0][i]);
+  __threadfence();  // every thread's partial visible device-wide before the arrival is counted
+  sm90::named_barrier_sync(3, kStride);
+  const int finishers = min(unit.segments, 4);
+  if (consumer == 0 && thread == 0) {
+    int32_t* counter = ws.arrivals + unit.counter;
+    int32_t count;
+    asm volatile("atom.release.gpu.global.add.s32 %0, [%1], 1;" : "=r"(count) : "l"(counter) : "memory");
+    if (unit.segment < finishers) {
+      do asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(count) : "l"(counter) : "memory");
+      while (count < unit.segments);
+      asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;" : "=r"(count) : "l"(counter) : "memory");
+      if (count == unit.segments + finishers - 1) *counter = 0;  // ready for the next launch
+    }
+  }
+  if (unit.segment >= finishers) return 0;
+  sm90::named_barrier_sync(3, kStride);
+  const uint32_t halves = row_halves_finished(unit.segment, unit.segments, consumer);
+  if (halves == 0) return 0;
+  __threadfence();  // order the reads below after the acquiring load observed by this CTA
+  // A consumer finishes one half, a constant in each copy of the loop: a run-time test of each
+  // value's half costs registers the tiles of 128 accumulators do not have.
+  const auto add_half = [&]<int h>() {
+    for (int segment = 0; segment < unit.segments; ++segment) {
+      const float* partial = column + int64_t(segment) * kTileFloats;
+#pragma unroll
+      for (int i = 0; i < Acc::kValuesPerBlock; ++i)
+        if ((i / 2) % 2 == h && inside(i)) {
+          const float v = __ldcg(partial + i * kStride);
+          acc.value[0][i] = segment == 0 ? v : acc.value[0][i] + v;
+        }
+    }
+  };
+  if (halves == 1) add_half.template operator()<0>();
+  else add_half.template operator()<1>();
+  return halves;
 }
 
 /// Where CTA 0 of a cluster receives the other CTAs' partials of a swapped tile (combine_in_cluster).
