@@ -310,8 +310,7 @@ struct FusedSelection : fused::SelectsInPrepare {
   using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
   // A split tile's rows are selected on every segment's SM, a row half each (mainloop/segments.cuh):
   // the selection, not the wait for the partials, is what a split tile's last segment exposes.
-  // (m128n128 only: m128n256's 128 accumulators have no registers left for it: it spilled.)
-  static constexpr bool kSharesTileRows = V == 32;
+  static constexpr bool kSharesTileRows = true;
   struct SharedStorage {
     Row rows[2][4][8];  // [consumer][warp][quad]: the chunks of the row a quad is selecting
     float bias[2][kFusedMaxExperts];  // each consumer's copy of the expert bias (copy_bias_once)

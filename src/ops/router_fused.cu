@@ -12,24 +12,19 @@
 namespace coda::ops::router_detail {
 namespace {
 
-// Where the epilogue's selection beat the scores path unasked (H200, coda bench router, k = 8 (2 at
-// E = 8), topk_softmax renormalized, docs/performance.md): at M = 16384 every E (E = 256, K = 7168:
-// 106.4 against 123.6 us); at M = 4096 for E = 64 and 128 (E = 128: 23.0 against 24.9; E = 8 the
-// same within noise), not at E = 256 (49.1 against 42.6: its K split leaves each tile's selection
-// to the last segment's CTA); at M = 128 at no E (one tile row: the scores path's GEMM splits K
-// over more SMs). With DeepSeek-V3's groups (8 of 32 at E = 256, 4 kept): at M = 16384 (110.0
-// against 147.3 us), not at M = 4096 (56.4 against 50.5); E = 128's groups were not measured.
-// Between (CUDA events, k = 8 (2 at E <= 16), K = 4096 (2048 at E = 64), epilogue against scores
-// path): rows of E <= 16 (ranked, router_epilogue_ranked.cuh) from M = 256 (E = 8: M = 256 16.7
-// against 18.8 us, M = 2048 17.2 against 20.7), not at M = 128 (15.7 against 13.7); E = 32 from M
-// = 1024 (19.2-19.4 against 20.9); E = 128 from M = 2048 (20.5-20.6 against 21.7-22.0); E = 64
-// not below M = 4096 (M = 2048 19.5-19.6 against 19.3-19.4).
+// Where the epilogue's selection beat the scores path unasked (CUDA graphs, k = 8 (2 at E = 8),
+// topk_softmax renormalized, K = 4096 (2048 at E <= 64, 7168 at E = 256); epilogue against scores
+// path; docs/performance.md). At M = 16384 every E (H200, E = 256: 106.4 against 123.6 us). Below,
+// the GEMM splits K and every segment selects some of the tile's rows (mainloop/segments.cuh,
+// share_tile_rows): at E <= 128 (m128n128) the epilogue wins from M = 256 (H100: E = 64 14.9
+// against 17.1 us, E = 128 16.8 against 19.0, E = 32 16.4 against 19.1; DeepSeek-V3's 8 groups at
+// E = 128 M = 512 17.5 against 22.7), not at M = 128, one tile row, where the scores path's GEMM
+// splits K over more SMs (E = 64 14.0 against 10.0); at E = 129 to 256 (m128n256) only from M =
+// 8192 (M = 4096 48.1 against 48.1 on an H100, 45.9 against 42.0 on an H200 before the rows were
+// shared), with 8 groups from M = 4096 (51.0 against 56.8; M = 2048 47.0 against 40.6).
 bool measured_faster(int64_t rows, int64_t experts, int n_group) {
-  if (n_group > 1) return experts == 256 && rows >= 8192;
-  if (experts <= kRankedMaxExperts) return rows >= 256;
-  if (experts <= kNarrowMaxExperts) return rows >= 1024;
-  if (experts <= 64) return rows >= 4096;
-  return rows >= (experts <= 128 ? 2048 : 8192);
+  if (experts <= 128) return rows >= 256;
+  return rows >= (n_group > 1 ? 4096 : 8192);
 }
 
 }  // namespace

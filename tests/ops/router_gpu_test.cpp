@@ -482,6 +482,7 @@ TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
 // weights equal to fp32 rounding (their sums run in another order).
 TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
   CODA_REQUIRE_HOPPER();
+  std::set<int> shared_segments, last_segment_splits;  // the K splits the shapes below reach
   struct Shape {
     int64_t m, experts, k_dim;
     RoutingMode mode;
@@ -531,14 +532,18 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           // score tied) and take the fast path with the other groups masked
                           {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, false, false, DType::bf16, 8, 2},
                           {300, 128, 512, RoutingMode::sigmoid_bias, 8, false, false, false, DType::bf16, 8, 2},
-                          // K split on m128n128, each segment selecting a quarter of the tile's rows
+                          // K split, every segment selecting some of the tile's rows
                           // (mainloop/segments.cuh, share_tile_rows): 4 segments (automatic, a
-                          // residue tile row), 3, 2 (one row past a tile), 8 (segments past the
-                          // fourth select none), groups; and 5 with more units than CTAs, where the
-                          // last segment selects the whole tile
+                          // residue tile row), 3, 2 (three rows past a tile), 8 (segments past the
+                          // fourth select none), groups, narrow rows, m128n256; and 5 with more
+                          // units than CTAs, where the last segment selects the whole tile
                           {1000, 128, 2048, RoutingMode::topk_softmax, 8, true, false},
                           {700, 64, 1536, RoutingMode::softmax_topk, 6, false, false, false, DType::f16},
-                          {129, 100, 1024, RoutingMode::sigmoid_bias, 8, true, true},
+                          {131, 100, 1024, RoutingMode::sigmoid_bias, 8, true, true},
+                          {1000, 32, 2048, RoutingMode::topk_softmax, 8, false, false},
+                          {700, 24, 1536, RoutingMode::sigmoid_bias, 3, true, true},
+                          {1000, 256, 2048, RoutingMode::topk_softmax, 8, true, false, false, DType::f16},
+                          {1000, 256, 2048, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4},
                           {1000, 128, 4096, RoutingMode::topk_softmax, 8, false, false, true, DType::bf16, 1, 1, 8},
                           {1000, 128, 2048, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4},
                           {300, 48, 2048, RoutingMode::topk_softmax, 4, true, false, false, DType::bf16, 1, 1, 3},
@@ -551,6 +556,22 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     c.split_k = shape.split_k;
     SCOPED_TRACE(describe(c));
     RouterRun run(c);
+    {  // the fused GEMM's plan: its tile, with a workspace (the router's)
+      GemmOptions o{.tile = c.experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256, .split_k = c.split_k};
+      const int64_t ld = (c.experts + 7) / 8 * 8;  // 16-byte rows
+      DeviceBuffer logits(std::size_t(c.m * ld) * 2);
+      o.workspace = logits.get();
+      o.workspace_bytes = std::size_t(1) << 40;
+      const GemmPlan plan = plan_gemm({run.x.view(), Major::k}, {run.w.view(), Major::k},
+                                      TensorView::matrix(logits.get(), DType::bf16, c.m, c.experts, ld), o);
+      // Rows shared out where every unit has its own CTA (kernel.cuh): m128n256's clusters of 2
+      // hold two tiles a unit.
+      if (plan.split_k > 1) {
+        const int64_t cluster = c.experts <= 128 ? 1 : 2;
+        const bool one_wave = (plan.output_tiles + cluster - 1) / cluster * plan.split_k <= plan.ctas / cluster;
+        (one_wave ? shared_segments : last_segment_splits).insert(plan.split_k);
+      }
+    }
     run.x.random(shape.near_tie ? 0.0 : -1.0, 1);
     run.w.random(-1, 1);
     if (shape.near_tie) {  // rows of ones, one of them a bf16 ulp higher in its first column
@@ -594,6 +615,8 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     EXPECT_EQ(fused.token_expert_indices, scores.token_expert_indices);
     EXPECT_EQ(fused.counts, scores.counts);
   }
+  EXPECT_EQ(shared_segments, (std::set<int>{2, 3, 4, 8}));
+  EXPECT_EQ(last_segment_splits, std::set<int>{5});
 }
 
 }  // namespace

@@ -12,7 +12,10 @@
 //
 // A tile computed in several segments is finished by whichever segment arrives last: it adds the
 // published partials in segment order (bitwise the same whoever arrives last) and runs the
-// epilogue. No unit ever waits for another.
+// epilogue; no unit waits for another. The one exception is an epilogue that shares a split tile's
+// rows out (segments.cuh, share_tile_rows), whose segments wait for each other: taken only where
+// every unit has a CTA of its own in the persistent grid, which assumes, as the grid's size does,
+// that the launch's CTAs are all resident at once (no kernel on another stream holding SMs).
 //
 // Tiles are visited in groups of `group_m` cluster rows, walking down M inside a group, so the
 // units in flight at once share a few A and B panels in L2.

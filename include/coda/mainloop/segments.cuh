@@ -4,8 +4,9 @@
 //                       and counts its arrival; the last to arrive adds them (any tile, split-K or
 //                       stream-K; needs the workspace and its counters). share_tile_rows is its
 //                       variant for an epilogue that shares a split tile's rows out
-//                       (kSharesTileRows: the MoE router's selection): every segment waits for
-//                       the others and finishes a quarter of the rows, on four SMs instead of one.
+//                       (kSharesTileRows: the MoE router's selection): the segments wait for each
+//                       other and the first min(segments, 4) each finish some of the rows (a
+//                       quarter at 4 segments, half at 2), on up to four SMs instead of one.
 //   combine_in_cluster  through distributed shared memory: the segments are the CTAs of one cluster
 //                       (ScheduleParams::splits_in_cluster, swapped tiles only), which store their
 //                       partials into CTA 0's shared memory (st.async); CTA 0 adds them and finishes
@@ -133,18 +134,21 @@ __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws,
   const uint32_t halves = row_halves_finished(unit.segment, unit.segments, consumer);
   if (halves == 0) return 0;
   __threadfence();  // order the reads below after the acquiring load observed by this CTA
-  // A consumer finishes one half, a constant in each copy of the loop: a run-time test of each
-  // value's half costs registers the tiles of 128 accumulators do not have.
+  // A consumer finishes one half, a constant in each copy of the loop, and adds it 32 values (64
+  // accumulators) at a time: a run-time test of each value's half, or 64 loads in flight beside
+  // 128 accumulators (m128n256), spilled.
   const auto add_half = [&]<int h>() {
-    for (int segment = 0; segment < unit.segments; ++segment) {
-      const float* partial = column + int64_t(segment) * kTileFloats;
 #pragma unroll
-      for (int i = 0; i < Acc::kValuesPerBlock; ++i)
-        if ((i / 2) % 2 == h && inside(i)) {
-          const float v = __ldcg(partial + i * kStride);
-          acc.value[0][i] = segment == 0 ? v : acc.value[0][i] + v;
-        }
-    }
+    for (int part = 0; part < Acc::kValuesPerBlock / 64; ++part)
+      for (int segment = 0; segment < unit.segments; ++segment) {
+        const float* partial = column + int64_t(segment) * kTileFloats;
+#pragma unroll
+        for (int i = 64 * part; i < 64 * part + 64; ++i)
+          if ((i / 2) % 2 == h && inside(i)) {
+            const float v = __ldcg(partial + i * kStride);
+            acc.value[0][i] = segment == 0 ? v : acc.value[0][i] + v;
+          }
+      }
   };
   if (halves == 1) add_half.template operator()<0>();
   else add_half.template operator()<1>();
