@@ -20,8 +20,8 @@ namespace {
 // against 17.1 us, E = 128 16.8 against 19.0, E = 32 16.4 against 19.1; DeepSeek-V3's 8 groups at
 // E = 128 M = 512 17.5 against 22.7), not at M = 128, one tile row, where the scores path's GEMM
 // splits K over more SMs (E = 64 14.0 against 10.0); at E = 129 to 256 (m128n256) only from M =
-// 8192 (M = 4096 48.1 against 48.1 on an H100, 45.9 against 42.0 on an H200 before the rows were
-// shared), with 8 groups from M = 4096 (51.0 against 56.8; M = 2048 47.0 against 40.6).
+// 8192 (M = 4096 48.1 against 48.1, H100), with 8 groups from M = 4096 (51.0 against 56.8; M =
+// 2048 47.0 against 40.6).
 bool measured_faster(int64_t rows, int64_t experts, int n_group) {
   if (experts <= 128) return rows >= 256;
   return rows >= (n_group > 1 ? 4096 : 8192);
