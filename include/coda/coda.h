@@ -258,7 +258,7 @@ typedef struct coda_router_options {
  * token_expert_indices int32 (M x k, slot j of token m holds j M + m), expert_counts int32 (E,
  * slots per expert), scores f32 (M x E, the GEMM itself). NaN scores are never selected; slots no
  * selectable expert fills take the lowest unchosen ids at weight 0. The workspace: *bytes from
- * coda_router_workspace_bytes with the same x, w, options and scores. */
+ * coda_router_workspace_bytes with the same x, w, options and scores, 16-byte aligned. */
 CODA_C_API coda_status coda_router_workspace_bytes(const coda_tensor* x, const coda_tensor* w,
                                                    const coda_router_options* options, const coda_tensor* scores,
                                                    size_t* bytes);

@@ -170,8 +170,11 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     check_router(check, x, w, weights, ids, options);
     check.throw_if_error();
     const Workspace ws(workspace, x, w, options);  // addresses only: nothing is touched before the check
-    if (ws.bytes > 0)  // none: options.scores given to a GEMM that needs no workspace of its own
+    if (ws.bytes > 0) {  // none: options.scores given to a GEMM that needs no workspace of its own
       check_workspace(check, workspace, workspace_bytes, ws.bytes, "coda::ops::router_workspace_bytes");
+      // A split tile's partials move as float4s (mainloop/segments.cuh, share_tile_rows).
+      check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "workspace", "must be 16-byte aligned");
+    }
     check.throw_if_error();
 
     const int64_t m = x.rows(), experts = w.rows();

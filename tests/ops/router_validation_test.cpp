@@ -120,6 +120,8 @@ TEST(RouterValidation, WorkspaceRules) {
               HasSubstr("argument 'workspace': holds"));
   EXPECT_THAT(ops::try_gemm_router(a.x, a.w, a.weights, a.ids, nullptr, needed, nullptr, a.options).message(),
               HasSubstr("argument 'workspace'"));
+  EXPECT_THAT(ops::try_gemm_router(a.x, a.w, a.weights, a.ids, memory + 8, needed, nullptr, a.options).message(),
+              HasSubstr("argument 'workspace': must be 16-byte aligned"));
 }
 
 // The C ABI: what only C can get wrong, and the C++ rules reaching C under the C function's name.
@@ -157,6 +159,14 @@ TEST(RouterValidation, CAbi) {
   c.options.mode = CODA_ROUTING_SIGMOID_BIAS;
   c.options.n_group = 5;
   EXPECT_THAT(c.error(), HasSubstr("argument 'options.n_group': is 5 but must be >= 1 and divide"));
+
+  c = {};
+  c.x.shape[0] = kDecodeM;
+  c.weights.shape[0] = c.ids.shape[0] = kDecodeM;
+  EXPECT_EQ(coda_gemm_router(&c.x, &c.w, &c.weights, &c.ids, &c.options, nullptr, nullptr, nullptr, memory + 4,
+                             sizeof(memory) - 4, nullptr),
+            CODA_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(coda_last_error()), "coda_gemm_router: argument 'workspace': must be 16-byte aligned");
 
   size_t bytes = 1;
   EXPECT_EQ(coda_router_workspace_bytes(&c.x, &c.w, nullptr, nullptr, &bytes), CODA_INVALID_ARGUMENT);

@@ -246,6 +246,11 @@ def every_function(abi, gpu):
                                         workspace.data, size.value, s), "coda_gemm_router", "options.k")
     expect_runs(abi, gpu, abi.gemm_router(ref(a), ref(w_router), ref(weights), ref(ids), ref(router), None, None, None,
                                           workspace.data, size.value, s), "coda_gemm_router")
+    if gpu and size.value > 0:  # (sizing a GEMM path's workspace needs the device)
+        workspace8, _ = mem.tensor(F32, size.value // 4 + 4)
+        expect_refused(abi, abi.gemm_router(ref(a), ref(w_router), ref(weights), ref(ids), ref(router), None, None,
+                                            None, ctypes.c_void_p(workspace8.data + 8), size.value, s),
+                       "coda_gemm_router", "workspace")
     backward_functions(abi, gpu, mem, s)
     if gpu:
         torch.cuda.synchronize()

@@ -93,28 +93,53 @@ __device__ __forceinline__ uint32_t row_halves_finished(int segment, int segment
 }
 
 /// combine_segments for a split-K tile whose segments share its rows out (the epilogue's
-/// kSharesTileRows): every segment publishes its partial and counts its arrival; a CTA finishing
-/// a row half (row_halves_finished) waits until every segment has arrived, then adds that half's
-/// partials in segment order (the bits combine_segments gives). Returns the halves this consumer
-/// now holds whole (bit h; 0: none). The segments wait for each other, so they must all be running
-/// at once: the kernel takes this way only where the launch's units fit its CTAs (one wave). The
-/// counter counts the segments, then the CTAs finishing a half (min(segments, 4)), the last of
-/// which zeroes it for the next launch. Cooperative unswapped tiles, one 64-row block a consumer.
+/// kSharesTileRows): every segment publishes the row halves it does not finish itself
+/// (row_halves_finished) and counts its arrival; a CTA finishing a half waits until every segment
+/// has arrived, then adds that half's partials in segment order, its own from its registers (the
+/// bits combine_segments gives). Returns the halves this consumer now holds whole (bit h; 0: none).
+/// The segments wait for each other, so they must all be running at once: the kernel takes this
+/// way only where the launch's units fit its CTAs (one wave). The counter counts the segments, then
+/// the CTAs finishing a half (min(segments, 4)), the last of which zeroes it for the next launch.
+/// Cooperative unswapped tiles, one 64-row block a consumer.
+///
+/// A half's partial is stored as float4s, [half][quad][consumer][thread]: quad q of half h holds
+/// values 8q + 2h + {0, 1, 4, 5} (one row of the thread's), so a warp moves 512 contiguous bytes an
+/// instruction and a finisher reads only its half. With 64 accumulators (m128n128) a finisher
+/// keeps its own half in registers (it is not stored) and has 16 values of each other segment of
+/// 0-3 in flight at once; with 128 (m128n256) that spilled (ptxas, 168 registers), so there it
+/// reads the segments in turn, 32 values each, its own among them. One value an instruction and a
+/// segment at a time, the exchange took 12,000 cycles of a 6,000-cycle mainloop at E = 64, M = 4096
+/// (H100, clock64: stores 2,500, fence 2,200, adds 6,500).
 template <class Config, class Acc>
 __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws, const ScheduleParams& schedule,
                                                     const WorkUnit& unit, Acc& acc, int32_t valid_rows, int consumer,
                                                     int thread) {
   static_assert(!Config::kPingPong && !Config::kSwapAB && Acc::kBlocks == 1, "cooperative unswapped tiles");
-  constexpr int kStride = Config::kWarpgroupsPerTile * 128;
-  constexpr int kTileFloats = Acc::kValuesPerBlock * kStride;
-  float* column =
-      ws.partials + int64_t(unit.counter) * slots_per_tile(schedule) * kTileFloats + consumer * 128 + thread;
-  const auto inside = [&](int i) { return Acc::row(0, i, thread) < valid_rows; };
+  constexpr int kQuads = Acc::kValuesPerBlock / 8;           // float4s in a thread's row half
+  constexpr int kStride = Config::kWarpgroupsPerTile * 128;  // float4s between a thread's quads
+  constexpr int kSegmentQuads = 2 * kQuads * kStride;        // float4s of a segment's partial
+  static_assert(kSegmentQuads * 4 == Acc::kValuesPerBlock * kStride, "a tile slot of combine_segments");
+  constexpr bool kOwnInRegisters = kQuads <= 8;
+  constexpr int kPart = kOwnInRegisters ? 4 : 8;  // quads of a segment in flight
+  static_assert(kQuads % kPart == 0);
+  const float4* column = reinterpret_cast<const float4*>(ws.partials) +
+                         int64_t(unit.counter) * slots_per_tile(schedule) * kSegmentQuads + consumer * 128 + thread;
+  const auto at = [&](int segment, int h, int q) {
+    return column + int64_t(segment) * kSegmentQuads + (h * kQuads + q) * kStride;
+  };
+  const auto index = [](int h, int q, int c) { return 8 * q + 2 * h + c % 2 + 4 * (c / 2); };  // c: component
+  const auto component = [](const float4& v, int c) { return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w; };
+  const auto inside = [&](int h) { return Acc::row(0, 2 * h, thread) < valid_rows; };
+  const uint32_t halves = row_halves_finished(unit.segment, unit.segments, consumer);
 
-  float* mine = column + int64_t(unit.segment) * kTileFloats;
 #pragma unroll
-  for (int i = 0; i < Acc::kValuesPerBlock; ++i)
-    if (inside(i)) __stcg(mine + i * kStride, acc.value[0][i]);
+  for (int h = 0; h < 2; ++h)
+    if ((!kOwnInRegisters || !(halves >> h & 1u)) && inside(h))
+#pragma unroll
+      for (int q = 0; q < kQuads; ++q)
+        __stcg(const_cast<float4*>(at(unit.segment, h, q)),
+               make_float4(acc.value[0][index(h, q, 0)], acc.value[0][index(h, q, 1)], acc.value[0][index(h, q, 2)],
+                           acc.value[0][index(h, q, 3)]));
   __threadfence();  // every thread's partial visible device-wide before the arrival is counted
   sm90::named_barrier_sync(3, kStride);
   const int finishers = min(unit.segments, 4);
@@ -131,24 +156,50 @@ __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws,
   }
   if (unit.segment >= finishers) return 0;
   sm90::named_barrier_sync(3, kStride);
-  const uint32_t halves = row_halves_finished(unit.segment, unit.segments, consumer);
   if (halves == 0) return 0;
   __threadfence();  // order the reads below after the acquiring load observed by this CTA
-  // A consumer finishes one half, a constant in each copy of the loop, and adds it 32 values (64
-  // accumulators) at a time: a run-time test of each value's half, or 64 loads in flight beside
-  // 128 accumulators (m128n256), spilled.
+
+  // Half h's sum in segment order (a constant h in each copy; rows past the problem were not stored
+  // and are not selected). The finisher is one of segments 0-3 (me); row j of `in` holds segment
+  // j + (j >= me).
+  const int me = unit.segment;
   const auto add_half = [&]<int h>() {
+    if (!inside(h)) return;
 #pragma unroll
-    for (int part = 0; part < Acc::kValuesPerBlock / 64; ++part)
-      for (int segment = 0; segment < unit.segments; ++segment) {
-        const float* partial = column + int64_t(segment) * kTileFloats;
+    for (int part = 0; part < kQuads / kPart; ++part) {
+      if constexpr (kOwnInRegisters) {
+        float4 in[3][kPart];
 #pragma unroll
-        for (int i = 64 * part; i < 64 * part + 64; ++i)
-          if ((i / 2) % 2 == h && inside(i)) {
-            const float v = __ldcg(partial + i * kStride);
-            acc.value[0][i] = segment == 0 ? v : acc.value[0][i] + v;
+        for (int j = 0; j < 3; ++j)
+          if (j + (j >= me ? 1 : 0) < unit.segments)
+#pragma unroll
+            for (int p = 0; p < kPart; ++p) in[j][p] = __ldcg(at(j + (j >= me ? 1 : 0), h, part * kPart + p));
+#pragma unroll
+        for (int p = 0; p < kPart; ++p)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            float& own = acc.value[0][index(h, part * kPart + p, c)];
+            float sum = me == 0 ? own : component(in[0][p], c);
+#pragma unroll
+            for (int s = 1; s < 4; ++s)
+              if (s < unit.segments)  // rows s and s - 1 by a select: a run-time index would put `in` in local memory
+                sum += s == me ? own : s < me ? component(in[s][p], c) : component(in[s - 1][p], c);
+            own = sum;
           }
       }
+      for (int s = kOwnInRegisters ? 4 : 0; s < unit.segments; ++s) {
+        float4 in[kPart];
+#pragma unroll
+        for (int p = 0; p < kPart; ++p) in[p] = __ldcg(at(s, h, part * kPart + p));
+#pragma unroll
+        for (int p = 0; p < kPart; ++p)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            float& out = acc.value[0][index(h, part * kPart + p, c)];
+            out = s == 0 ? component(in[p], c) : out + component(in[p], c);
+          }
+      }
+    }
   };
   if (halves == 1) add_half.template operator()<0>();
   else add_half.template operator()<1>();

@@ -45,10 +45,10 @@
 // 256, k <= 8, no scores output and either no groups or 8 groups at E = 128 or 256 (DeepSeek-V3's)
 // select in the GEMM's epilogue (src/ops/router_epilogue.cuh: a tile's consumers hold whole rows,
 // four lanes a row, or at E <= 16 two lanes a row ranking it by counting, router_epilogue_ranked.cuh;
-// the scores are never written) where that measured faster (M >= 256 at E <= 128, grouped or not;
-// above, M >= 8192, grouped M >= 4096) or where
-// options.fused_selection asks; otherwise coda::gemm writes the f32 scores (to the workspace, or to
-// options.scores) and a kernel of one warp per token selects from them. Same rules, same ids.
+// the scores are never written) where that measured faster (M >= 256 at E <= 128, M >= 2048 above;
+// grouped or not) or where options.fused_selection asks; otherwise coda::gemm writes the f32 scores
+// (to the workspace, or to options.scores) and a kernel of one warp per token selects from them.
+// Same rules, same ids.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -91,7 +91,7 @@ CODA_API std::size_t router_workspace_bytes(const TensorView& x, const TensorVie
                                             const RouterOptions& options = {});
 
 /// x (M x K) and w (E x K, the router weight): bf16 or f16, rows 16-byte aligned. weights f32 (M x k), ids
-/// int32 (M x k). Throws coda::InvalidArgument naming the argument and the rule.
+/// int32 (M x k); the workspace 16-byte aligned. Throws coda::InvalidArgument naming the argument and the rule.
 CODA_API void gemm_router(const TensorView& x, const TensorView& w, const TensorView& weights,
                           const TensorView& ids, void* workspace, std::size_t workspace_bytes,
                           cudaStream_t stream = nullptr, const RouterOptions& options = {});
