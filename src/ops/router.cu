@@ -168,13 +168,13 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
   reported_by(kFunction, [&] {
     ArgumentCheck check(kFunction);
     check_router(check, x, w, weights, ids, options);
+    // Before the layout is computed: the scores carved from it feed TMA, and a split tile's
+    // partials move as float4s (mainloop/segments.cuh, share_tile_rows).
+    check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "workspace", "must be 16-byte aligned");
     check.throw_if_error();
     const Workspace ws(workspace, x, w, options);  // addresses only: nothing is touched before the check
-    if (ws.bytes > 0) {  // none: options.scores given to a GEMM that needs no workspace of its own
+    if (ws.bytes > 0)  // none: options.scores given to a GEMM that needs no workspace of its own
       check_workspace(check, workspace, workspace_bytes, ws.bytes, "coda::ops::router_workspace_bytes");
-      // A split tile's partials move as float4s (mainloop/segments.cuh, share_tile_rows).
-      check.require(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "workspace", "must be 16-byte aligned");
-    }
     check.throw_if_error();
 
     const int64_t m = x.rows(), experts = w.rows();

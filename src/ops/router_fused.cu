@@ -16,13 +16,16 @@ namespace {
 // topk_softmax renormalized, K = 4096 (2048 at E <= 64, 7168 at E = 256); epilogue against scores
 // path; docs/performance.md). At M = 16384 every E (H200, E = 256: 106.4 against 123.6 us). Below,
 // the GEMM splits K and every segment selects some of the tile's rows (mainloop/segments.cuh,
-// share_tile_rows): at E <= 128 (m128n128) the epilogue wins from M = 256 (H100: E = 64 14.9
+// share_tile_rows): at E <= 128 (m128n128) the epilogue wins from M = 256 (H100: E = 64 13.8
 // against 17.1 us, E = 128 16.8 against 19.0, E = 32 16.4 against 19.1; DeepSeek-V3's 8 groups at
-// E = 128 M = 512 17.5 against 22.7), not at M = 128, one tile row, where the scores path's GEMM
-// splits K over more SMs (E = 64 14.0 against 10.0); at E = 129 to 256 (m128n256) from M = 2048
-// (H100, E = 256: M = 2048 34.1 against 34.8 us, with 8 groups 40.0 against 41.0; M = 4096 44.9
-// against 47.6, groups 46.3 against 56.1), not at M = 1024 (31.8 against 25.4).
-bool measured_faster(int64_t rows, int64_t experts) { return rows >= (experts <= 128 ? 256 : 2048); }
+// E = 128 M = 512 16.0 against 22.9), not at M = 128, one tile row, where the scores path's GEMM
+// splits K over more SMs (E = 64 14.0 against 10.0); at E = 129 to 256 (m128n256) from M = 2048,
+// with 8 groups from M = 4096 (H100, E = 256: M = 2048 32.8 against 34.8 us, groups 44.2 against
+// 41.1; M = 4096 42.6 against 47.6, groups 44.8 against 56.2; M = 1024 31.3 against 25.2).
+bool measured_faster(int64_t rows, int64_t experts, int n_group) {
+  if (experts <= 128) return rows >= 256;
+  return rows >= (n_group > 1 ? 4096 : 2048);
+}
 
 }  // namespace
 
@@ -30,7 +33,7 @@ bool fused_selection_applies(int64_t rows, int64_t experts, const RouterOptions&
   const bool can = rows > kDecodeMaxRows && experts <= kFusedMaxExperts && o.k <= kFusedMaxK &&
                    groups_in_epilogue(int(experts), o.n_group) && o.scores.data == nullptr &&
                    o.gemm.tile == GemmTile::automatic;
-  return can && (o.fused_selection || measured_faster(rows, experts));
+  return can && (o.fused_selection || measured_faster(rows, experts, o.n_group));
 }
 
 GemmTile fused_tile(int64_t experts) { return experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256; }

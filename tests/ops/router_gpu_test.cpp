@@ -534,9 +534,10 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           {300, 128, 512, RoutingMode::sigmoid_bias, 8, false, false, false, DType::bf16, 8, 2},
                           // K split, every segment selecting some of the tile's rows
                           // (mainloop/segments.cuh, share_tile_rows): 4 segments (automatic, a
-                          // residue tile row), 3, 2 (three rows past a tile), 8 (segments past the
-                          // fourth select none), groups, narrow rows, m128n256; and 5 with more
-                          // units than CTAs, where the last segment selects the whole tile
+                          // residue tile row), 3 (segment 0 finishing both consumers' halves), 2
+                          // (three rows past a tile), groups, narrow rows, m128n256 at 4, 3 and 2;
+                          // and where the last segment selects the whole tile: 8 (past
+                          // kMaxSharedSegments) and 5 with more units than CTAs
                           {1000, 128, 2048, RoutingMode::topk_softmax, 8, true, false},
                           {700, 64, 1536, RoutingMode::softmax_topk, 6, false, false, false, DType::f16},
                           {131, 100, 1024, RoutingMode::sigmoid_bias, 8, true, true},
@@ -547,7 +548,9 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           {1000, 128, 4096, RoutingMode::topk_softmax, 8, false, false, true, DType::bf16, 1, 1, 8},
                           {1000, 128, 2048, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4},
                           {300, 48, 2048, RoutingMode::topk_softmax, 4, true, false, false, DType::bf16, 1, 1, 3},
-                          {4100, 128, 2048, RoutingMode::topk_softmax, 8, true, false, false, DType::bf16, 1, 1, 5}}) {
+                          {4100, 128, 2048, RoutingMode::topk_softmax, 8, true, false, false, DType::bf16, 1, 1, 5},
+                          {600, 200, 1024, RoutingMode::topk_softmax, 8, true, false, false, DType::bf16, 1, 1, 3},
+                          {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4, 2}}) {
     Case c{shape.m, shape.experts, shape.k_dim, shape.mode, shape.k, shape.renormalize, shape.bias};
     c.n_group = shape.n_group;
     c.topk_group = shape.topk_group;
@@ -564,12 +567,12 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
       o.workspace_bytes = std::size_t(1) << 40;
       const GemmPlan plan = plan_gemm({run.x.view(), Major::k}, {run.w.view(), Major::k},
                                       TensorView::matrix(logits.get(), DType::bf16, c.m, c.experts, ld), o);
-      // Rows shared out where every unit has its own CTA (kernel.cuh): m128n256's clusters of 2
-      // hold two tiles a unit.
+      // Rows shared out at 2 to 4 segments where every unit has its own CTA (kernel.cuh):
+      // m128n256's clusters of 2 hold two tiles a unit.
       if (plan.split_k > 1) {
         const int64_t cluster = c.experts <= 128 ? 1 : 2;
         const bool one_wave = (plan.output_tiles + cluster - 1) / cluster * plan.split_k <= plan.ctas / cluster;
-        (one_wave ? shared_segments : last_segment_splits).insert(plan.split_k);
+        (one_wave && plan.split_k <= 4 ? shared_segments : last_segment_splits).insert(plan.split_k);
       }
     }
     run.x.random(shape.near_tie ? 0.0 : -1.0, 1);
@@ -615,8 +618,8 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     EXPECT_EQ(fused.token_expert_indices, scores.token_expert_indices);
     EXPECT_EQ(fused.counts, scores.counts);
   }
-  EXPECT_EQ(shared_segments, (std::set<int>{2, 3, 4, 8}));
-  EXPECT_EQ(last_segment_splits, std::set<int>{5});
+  EXPECT_EQ(shared_segments, (std::set<int>{2, 3, 4}));
+  EXPECT_EQ(last_segment_splits, (std::set<int>{5, 8}));
 }
 
 }  // namespace

@@ -212,12 +212,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr bool kClusterSplit = kSplitsInClusters<Config, Epilogue>;
   const bool splits_in_cluster = kClusterSplit && p.schedule.splits_in_cluster;
   // Split-K tiles whose segments each finish some of the rows (segments.cuh, share_tile_rows): where
-  // the epilogue asks and every unit of the launch has a cluster of its own, so that the segments
-  // that wait for each other all run at once. Evaluated from the parameters where it is used, so
+  // the epilogue asks, K is split at most kMaxSharedSegments ways (the automatic split's cap; more
+  // only when options.split_k asks) and every unit of the launch has a cluster of its own, so that
+  // the segments that wait for each other all run at once. Evaluated from the parameters where it is used, so
   // that no register holds it across the MMA loop.
   constexpr bool kSharesRows = kSharesTileRows<Epilogue> && !Config::kPingPong && !Config::kSwapAB && Acc::kBlocks == 1;
   const auto shares_rows = [&] {
-    return kSharesRows && p.schedule.splits > 1 &&
+    return kSharesRows && p.schedule.splits > 1 && p.schedule.splits <= kMaxSharedSegments &&
            p.schedule.cluster_tiles * p.schedule.splits <= int32_t(gridDim.x) / Config::kClusterSize;
   };
 
@@ -468,7 +469,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         if constexpr (kSharesRows)
           if (shares_rows())
             coords.row_halves =
-                share_tile_rows<Config>(p.partials, p.schedule, unit, acc, p.m - coords.row0, consumer, thread);
+                share_tile_rows<Config>(p.partials, p.schedule, unit, acc, p.m - coords.row0, consumer, thread, s.a[0]);
         finishes_tile = (kSharesRows && shares_rows())
                             ? coords.row_halves != 0
                             : combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival,

@@ -22,6 +22,7 @@
 #include "coda/mainloop/scheduler.cuh"
 #include "coda/sm90/barrier.cuh"
 #include "coda/sm90/cluster.cuh"
+#include "coda/sm90/tma.cuh"
 
 namespace coda::mainloop {
 
@@ -84,44 +85,53 @@ __device__ __forceinline__ bool combine_segments(const PartialsWorkspace& ws, co
 }
 
 /// Which of consumer c's row halves (values i with (i / 2) % 2 == h: rows 0-7 or 8-15 of each
-/// warp's 16; bit h) segment `segment` of `segments` finishes in share_tile_rows: half h goes to
-/// segment (2c + h) mod segments. Each of the four (c, h) has one finisher, and at two segments
-/// or more no consumer finishes both its halves: at four, each segment finishes one consumer's
-/// half; at two, segment h both consumers' half h; segments past the fourth none.
+/// warp's 16; bit h) segment `segment` of `segments` (2 to kMaxSharedSegments) finishes in
+/// share_tile_rows: half h goes to segment (2c + h) mod segments. Each of the four (c, h) has one
+/// finisher and no consumer finishes both its halves: at four segments each finishes one
+/// consumer's half; at two, segment h both consumers' half h.
 __device__ __forceinline__ uint32_t row_halves_finished(int segment, int segments, int consumer) {
   return ((2 * consumer) % segments == segment ? 1u : 0u) | ((2 * consumer + 1) % segments == segment ? 2u : 0u);
 }
 
-/// combine_segments for a split-K tile whose segments share its rows out (the epilogue's
-/// kSharesTileRows): every segment publishes the row halves it does not finish itself
-/// (row_halves_finished) and counts its arrival; a CTA finishing a half waits until every segment
-/// has arrived, then adds that half's partials in segment order, its own from its registers (the
-/// bits combine_segments gives). Returns the halves this consumer now holds whole (bit h; 0: none).
-/// The segments wait for each other, so they must all be running at once: the kernel takes this
-/// way only where the launch's units fit its CTAs (one wave). The counter counts the segments, then
-/// the CTAs finishing a half (min(segments, 4)), the last of which zeroes it for the next launch.
-/// Cooperative unswapped tiles, one 64-row block a consumer.
+/// The most K segments whose tile's rows share_tile_rows shares out: one per (consumer, row half).
+constexpr int kMaxSharedSegments = 4;
+
+/// combine_segments for a split-K tile of 2 to kMaxSharedSegments segments that share its rows out
+/// (the epilogue's kSharesTileRows): every segment publishes the row halves it does not finish
+/// itself (row_halves_finished) and counts its arrival, waits until every segment has arrived,
+/// then adds its halves' partials in segment order, its own from its registers (the bits
+/// combine_segments gives). Returns the halves this consumer now holds whole (bit h; 0: none). The
+/// segments wait for each other, so they must all be running at once: the kernel takes this way
+/// only where the launch's units fit its CTAs (one wave). The counter counts the arrivals, then the
+/// departures, the last of which zeroes it for the next launch. Cooperative unswapped tiles, one
+/// 64-row block a consumer.
 ///
 /// A half's partial is stored as float4s, [half][quad][consumer][thread]: quad q of half h holds
-/// values 8q + 2h + {0, 1, 4, 5} (one row of the thread's), so a warp moves 512 contiguous bytes an
-/// instruction and a finisher reads only its half. With 64 accumulators (m128n128) a finisher
-/// keeps its own half in registers (it is not stored) and has 16 values of each other segment of
-/// 0-3 in flight at once; with 128 (m128n256) that spilled (ptxas, 168 registers), so there it
-/// reads the segments in turn, 32 values each, its own among them. One value an instruction and a
-/// segment at a time, the exchange took 12,000 cycles of a 6,000-cycle mainloop at E = 64, M = 4096
-/// (H100, clock64: stores 2,500, fence 2,200, adds 6,500).
+/// values 8q + 2h + {0, 1, 4, 5} (one row of the thread's), so a warp stores 512 contiguous bytes
+/// an instruction, and a consumer's quad of a half is 2 KB in one piece. At m128n128 a finisher
+/// loads 16 values of each other segment at once; at m128n256 their halves come into `ring` (the
+/// operand ring, idle once a CTA's one unit has its accumulators) by bulk copies, all in flight at
+/// once, and are added from there. One value a load and a segment at a time, the exchange took
+/// 12,000 cycles of a 6,000-cycle mainloop at E = 64, M = 4096 (H100, clock64: stores 2,500, fence
+/// 2,200, adds 6,500), 21,500 at E = 256 (adds 11,500).
 template <class Config, class Acc>
 __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws, const ScheduleParams& schedule,
                                                     const WorkUnit& unit, Acc& acc, int32_t valid_rows, int consumer,
-                                                    int thread) {
+                                                    int thread, uint8_t* ring) {
   static_assert(!Config::kPingPong && !Config::kSwapAB && Acc::kBlocks == 1, "cooperative unswapped tiles");
   constexpr int kQuads = Acc::kValuesPerBlock / 8;           // float4s in a thread's row half
   constexpr int kStride = Config::kWarpgroupsPerTile * 128;  // float4s between a thread's quads
   constexpr int kSegmentQuads = 2 * kQuads * kStride;        // float4s of a segment's partial
   static_assert(kSegmentQuads * 4 == Acc::kValuesPerBlock * kStride, "a tile slot of combine_segments");
-  constexpr bool kOwnInRegisters = kQuads <= 8;
-  constexpr int kPart = kOwnInRegisters ? 4 : 8;  // quads of a segment in flight
-  static_assert(kQuads % kPart == 0);
+  // 128 accumulators (m128n256) leave registers for few loads in flight: the other segments' halves
+  // come by bulk copies into a landing instead, a finisher's half of three other segments, or of
+  // two for each consumer at three. At m128n128 (64) the loads into registers measured faster.
+  constexpr bool kLands = kQuads > 8;
+  constexpr int kPart = kLands ? 1 : 4;  // quads of each other segment in registers at once
+  constexpr int kChunkBytes = 128 * 16;  // a consumer's quad of a half
+  constexpr int kLandingBytes = 4 * kQuads * kChunkBytes;
+  static_assert(kLandingBytes + 2 * 8 <= Config::kStages * (Config::kBlockM + Config::kBlockN) * Config::kBlockK * 2,
+                "the landing and its barriers fit in the operand ring");
   const float4* column = reinterpret_cast<const float4*>(ws.partials) +
                          int64_t(unit.counter) * slots_per_tile(schedule) * kSegmentQuads + consumer * 128 + thread;
   const auto at = [&](int segment, int h, int q) {
@@ -130,78 +140,85 @@ __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws,
   const auto index = [](int h, int q, int c) { return 8 * q + 2 * h + c % 2 + 4 * (c / 2); };  // c: component
   const auto component = [](const float4& v, int c) { return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w; };
   const auto inside = [&](int h) { return Acc::row(0, 2 * h, thread) < valid_rows; };
-  const uint32_t halves = row_halves_finished(unit.segment, unit.segments, consumer);
+  const int me = unit.segment;
+  const uint32_t halves = row_halves_finished(me, unit.segments, consumer);
 
 #pragma unroll
   for (int h = 0; h < 2; ++h)
-    if ((!kOwnInRegisters || !(halves >> h & 1u)) && inside(h))
+    if (!(halves >> h & 1u) && inside(h))
 #pragma unroll
       for (int q = 0; q < kQuads; ++q)
-        __stcg(const_cast<float4*>(at(unit.segment, h, q)),
+        __stcg(const_cast<float4*>(at(me, h, q)),
                make_float4(acc.value[0][index(h, q, 0)], acc.value[0][index(h, q, 1)], acc.value[0][index(h, q, 2)],
                            acc.value[0][index(h, q, 3)]));
   __threadfence();  // every thread's partial visible device-wide before the arrival is counted
   sm90::named_barrier_sync(3, kStride);
-  const int finishers = min(unit.segments, 4);
   if (consumer == 0 && thread == 0) {
     int32_t* counter = ws.arrivals + unit.counter;
     int32_t count;
     asm volatile("atom.release.gpu.global.add.s32 %0, [%1], 1;" : "=r"(count) : "l"(counter) : "memory");
-    if (unit.segment < finishers) {
-      do asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(count) : "l"(counter) : "memory");
-      while (count < unit.segments);
-      asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;" : "=r"(count) : "l"(counter) : "memory");
-      if (count == unit.segments + finishers - 1) *counter = 0;  // ready for the next launch
-    }
+    do asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(count) : "l"(counter) : "memory");
+    while (count < unit.segments);
+    asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;" : "=r"(count) : "l"(counter) : "memory");
+    if (count == 2 * unit.segments - 1) *counter = 0;  // ready for the next launch
   }
-  if (unit.segment >= finishers) return 0;
   sm90::named_barrier_sync(3, kStride);
   if (halves == 0) return 0;
-  __threadfence();  // order the reads below after the acquiring load observed by this CTA
 
-  // Half h's sum in segment order (a constant h in each copy; rows past the problem were not stored
-  // and are not selected). The finisher is one of segments 0-3 (me); row j of `in` holds segment
-  // j + (j >= me).
-  const int me = unit.segment;
-  const auto add_half = [&]<int h>() {
-    if (!inside(h)) return;
+  // Half h of the other segments, segment j + (j >= me) at row j: at m128n256 (kLands) into the
+  // landing, where at four segments a CTA's only finisher takes its start, at two and three each
+  // consumer a half; at m128n128 into registers, kPart quads of each at a time.
+  const int h = halves == 1u ? 0 : 1, others = unit.segments - 1;
+  const auto other = [&](int j) { return j + (j >= me ? 1 : 0); };
+  const float4* landing =
+      reinterpret_cast<const float4*>(ring) + (unit.segments == 4 ? 0 : consumer * 2 * kQuads * 128);
+  __threadfence();  // the reads below after the acquiring load observed by this CTA
+  if constexpr (kLands) {
+    uint64_t* landed = reinterpret_cast<uint64_t*>(ring + kLandingBytes) + consumer;
+    if (thread == 0) {
+      sm90::barrier_init(landed, 1);
+      sm90::fence_barrier_init();
+      sm90::arrive_expect_bytes(landed, uint32_t(others * kQuads * kChunkBytes));
+    }
+    sm90::fence_global_to_async();  // the partials before the bulk copies (async proxy) read them
+    sm90::named_barrier_sync(1 + uint32_t(consumer), 128);
+    if (thread % 32 == 0)  // each warp's lane 0 a quarter of the copies
+      for (int i = thread / 32; i < others * kQuads; i += 4)
+        sm90::bulk_copy_to_shared(const_cast<float4*>(landing + i * 128), at(other(i / kQuads), h, i % kQuads) - thread,
+                                  kChunkBytes, landed);
+    sm90::wait(landed, 0);
+  }
+
+  // The sum in segment order, its own half at its place (a constant half in each copy; rows past
+  // the problem were not stored and are not selected).
+  const auto add_half = [&]<int kHalf>() {
+    if (!inside(kHalf)) return;
 #pragma unroll
     for (int part = 0; part < kQuads / kPart; ++part) {
-      if constexpr (kOwnInRegisters) {
-        float4 in[3][kPart];
+      float4 in[3][kPart];
 #pragma unroll
-        for (int j = 0; j < 3; ++j)
-          if (j + (j >= me ? 1 : 0) < unit.segments)
+      for (int j = 0; j < 3; ++j)
+        if (j < others)
 #pragma unroll
-            for (int p = 0; p < kPart; ++p) in[j][p] = __ldcg(at(j + (j >= me ? 1 : 0), h, part * kPart + p));
-#pragma unroll
-        for (int p = 0; p < kPart; ++p)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            float& own = acc.value[0][index(h, part * kPart + p, c)];
-            float sum = me == 0 ? own : component(in[0][p], c);
-#pragma unroll
-            for (int s = 1; s < 4; ++s)
-              if (s < unit.segments)  // rows s and s - 1 by a select: a run-time index would put `in` in local memory
-                sum += s == me ? own : s < me ? component(in[s][p], c) : component(in[s - 1][p], c);
-            own = sum;
+          for (int p = 0; p < kPart; ++p) {
+            const int q = part * kPart + p;
+            in[j][p] = kLands ? landing[(j * kQuads + q) * 128 + thread] : __ldcg(at(other(j), kHalf, q));
           }
-      }
-      for (int s = kOwnInRegisters ? 4 : 0; s < unit.segments; ++s) {
-        float4 in[kPart];
 #pragma unroll
-        for (int p = 0; p < kPart; ++p) in[p] = __ldcg(at(s, h, part * kPart + p));
+      for (int p = 0; p < kPart; ++p)
 #pragma unroll
-        for (int p = 0; p < kPart; ++p)
+        for (int c = 0; c < 4; ++c) {
+          float& own = acc.value[0][index(kHalf, part * kPart + p, c)];
+          float sum = me == 0 ? own : component(in[0][p], c);
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            float& out = acc.value[0][index(h, part * kPart + p, c)];
-            out = s == 0 ? component(in[p], c) : out + component(in[p], c);
-          }
-      }
+          for (int s = 1; s < kMaxSharedSegments; ++s)
+            if (s < unit.segments)  // rows s and s - 1 by a select: a run-time index would put `in` in local memory
+              sum += s == me ? own : s < me ? component(in[s][p], c) : component(in[s - 1][p], c);
+          own = sum;
+        }
     }
   };
-  if (halves == 1) add_half.template operator()<0>();
+  if (h == 0) add_half.template operator()<0>();
   else add_half.template operator()<1>();
   return halves;
 }

@@ -45,8 +45,8 @@
 // 256, k <= 8, no scores output and either no groups or 8 groups at E = 128 or 256 (DeepSeek-V3's)
 // select in the GEMM's epilogue (src/ops/router_epilogue.cuh: a tile's consumers hold whole rows,
 // four lanes a row, or at E <= 16 two lanes a row ranking it by counting, router_epilogue_ranked.cuh;
-// the scores are never written) where that measured faster (M >= 256 at E <= 128, M >= 2048 above;
-// grouped or not) or where options.fused_selection asks; otherwise coda::gemm writes the f32 scores
+// the scores are never written) where that measured faster (M >= 256 at E <= 128; above, M >= 2048,
+// grouped M >= 4096) or where options.fused_selection asks; otherwise coda::gemm writes the f32 scores
 // (to the workspace, or to options.scores) and a kernel of one warp per token selects from them.
 // Same rules, same ids.
 #pragma once

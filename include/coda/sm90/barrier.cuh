@@ -75,4 +75,8 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
 /// async-proxy reads of them (TMA store, wgmma) once a barrier has been passed (PTX ISA 9.7.12.15).
 __device__ __forceinline__ void fence_shared_to_async() { ptx::fence_proxy_async(ptx::space_shared); }
 
+/// Order global-memory writes this thread has observed (generic proxy; another SM's, acquired)
+/// before its later async-proxy reads of them (cp.async.bulk from global; PTX ISA 9.7.12.15).
+__device__ __forceinline__ void fence_global_to_async() { ptx::fence_proxy_async(ptx::space_global); }
+
 }  // namespace coda::sm90

@@ -36,6 +36,12 @@ __device__ __forceinline__ void tma_load_multicast(void* smem, const CUtensorMap
   ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, smem, map, coords, bar, cta_mask);
 }
 
+/// Copy `bytes` (a multiple of 16; both addresses 16-byte aligned) of global memory to this CTA's
+/// shared memory, completing them on `bar` (cp.async.bulk, no tensor map).
+__device__ __forceinline__ void bulk_copy_to_shared(void* smem, const void* global, uint32_t bytes, uint64_t* bar) {
+  ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, smem, global, bytes, bar);
+}
+
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* smem, int32_t x, int32_t y,
                                           int32_t batch) {
   const int32_t coords[3] = {x, y, batch};
