@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -32,8 +33,10 @@ struct RouterRow {
 RouterRow measure(int64_t m, int64_t experts, int k, int64_t hidden, bool deepseek, CublasGemm& cublas,
                   cudaStream_t stream) {
   Arena arena;
+  // Logits of a trained router's size (standard deviation about 1.3): with unit weights over K =
+  // 7168 they would reach +-100, where every sigmoid is exactly 1 and softmax one-hot.
   const TensorView x = arena.matrix(DType::bf16, m, hidden, stream);
-  const TensorView w = arena.matrix(DType::bf16, experts, hidden, stream);
+  const TensorView w = arena.matrix(DType::bf16, experts, hidden, stream, true, 4.0f / std::sqrt(float(hidden)));
   const TensorView weights = arena.matrix(DType::f32, m, k, stream, false);
   const TensorView ids = arena.matrix(DType::i32, m, k, stream, false);
   ops::RouterOptions options;
@@ -42,7 +45,9 @@ RouterRow measure(int64_t m, int64_t experts, int k, int64_t hidden, bool deepse
   options.renormalize = true;
   if (deepseek) {
     options.mode = ops::RoutingMode::sigmoid_bias;
-    options.expert_bias = arena.vector(DType::f32, experts, stream);
+    // DeepSeek-V3's load-balancing biases are of the sigmoid's size or less.
+    options.expert_bias =
+        TensorView::vector(arena.matrix(DType::f32, 1, experts, stream, true, 0.1f).data, DType::f32, experts);
     options.n_group = 8;
     options.topk_group = 4;
     options.routed_scaling_factor = 2.5f;
