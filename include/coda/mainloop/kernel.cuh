@@ -466,10 +466,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                                              p.n - coords.col0, consumer, thread);
       coords.row_halves = 3;
       if (!finishes_tile && !splits_in_cluster) {
-        if constexpr (kSharesRows)
+        if constexpr (kSharesRows) {
+          // The ring (A's slots, then B's: no padding between them) is idle once the one unit a
+          // CTA has there has its accumulators: share_tile_rows' scratch.
+          static_assert(sizeof(Storage::a) % 1024 == 0, "B's slots follow A's directly");
           if (shares_rows())
             coords.row_halves =
                 share_tile_rows<Config>(p.partials, p.schedule, unit, acc, p.m - coords.row0, consumer, thread, s.a[0]);
+        }
+        // shares_rows() again rather than a flag: one live across the exchange spills m128n256.
         finishes_tile = (kSharesRows && shares_rows())
                             ? coords.row_halves != 0
                             : combine_segments<Config>(p.partials, p.schedule, unit, acc, s.last_arrival,

@@ -180,12 +180,13 @@ __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws,
       sm90::fence_barrier_init();
       sm90::arrive_expect_bytes(landed, uint32_t(others * kQuads * kChunkBytes));
     }
-    sm90::fence_global_to_async();  // the partials before the bulk copies (async proxy) read them
     sm90::named_barrier_sync(1 + uint32_t(consumer), 128);
-    if (thread % 32 == 0)  // each warp's lane 0 a quarter of the copies
+    if (thread % 32 == 0) {           // each warp's lane 0 a quarter of the copies
+      sm90::fence_global_to_async();  // the partials, acquired, before its copies (async proxy) read them
       for (int i = thread / 32; i < others * kQuads; i += 4)
         sm90::bulk_copy_to_shared(const_cast<float4*>(landing + i * 128), at(other(i / kQuads), h, i % kQuads) - thread,
                                   kChunkBytes, landed);
+    }
     sm90::wait(landed, 0);
   }
 
@@ -195,9 +196,9 @@ __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws,
     if (!inside(kHalf)) return;
 #pragma unroll
     for (int part = 0; part < kQuads / kPart; ++part) {
-      float4 in[3][kPart];
+      float4 in[kMaxSharedSegments - 1][kPart];
 #pragma unroll
-      for (int j = 0; j < 3; ++j)
+      for (int j = 0; j < kMaxSharedSegments - 1; ++j)
         if (j < others)
 #pragma unroll
           for (int p = 0; p < kPart; ++p) {
@@ -212,8 +213,12 @@ __device__ __forceinline__ uint32_t share_tile_rows(const PartialsWorkspace& ws,
           float sum = me == 0 ? own : component(in[0][p], c);
 #pragma unroll
           for (int s = 1; s < kMaxSharedSegments; ++s)
-            if (s < unit.segments)  // rows s and s - 1 by a select: a run-time index would put `in` in local memory
-              sum += s == me ? own : s < me ? component(in[s][p], c) : component(in[s - 1][p], c);
+            // Rows s and s - 1 by a select, as a run-time index would put `in` in local memory (s < me
+            // only where s <= 2: min keeps the other index in bounds).
+            if (s < unit.segments)
+              sum += s == me  ? own
+                     : s < me ? component(in[min(s, kMaxSharedSegments - 2)][p], c)
+                              : component(in[s - 1][p], c);
           own = sum;
         }
     }
