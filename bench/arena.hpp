@@ -36,8 +36,8 @@ class Arena {
     if (fill) fill_uniform(p, t, std::size_t(rows * cols), first_seed_ + blocks_.size(), stream, scale);
     return TensorView::matrix(p, t, rows, cols);
   }
-  TensorView vector(DType t, int64_t n, cudaStream_t stream, bool fill = true) {
-    return TensorView::vector(matrix(t, 1, n, stream, fill).data, t, n);
+  TensorView vector(DType t, int64_t n, cudaStream_t stream, bool fill = true, float scale = 1.0f) {
+    return TensorView::vector(matrix(t, 1, n, stream, fill, scale).data, t, n);
   }
   /// int32 values value(0), ..., value(n - 1), copied from the host.
   template <class Value>

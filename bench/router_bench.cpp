@@ -46,8 +46,7 @@ RouterRow measure(int64_t m, int64_t experts, int k, int64_t hidden, bool deepse
   if (deepseek) {
     options.mode = ops::RoutingMode::sigmoid_bias;
     // DeepSeek-V3's load-balancing biases are of the sigmoid's size or less.
-    options.expert_bias =
-        TensorView::vector(arena.matrix(DType::f32, 1, experts, stream, true, 0.1f).data, DType::f32, experts);
+    options.expert_bias = arena.vector(DType::f32, experts, stream, true, 0.1f);
     options.n_group = 8;
     options.topk_group = 4;
     options.routed_scaling_factor = 2.5f;

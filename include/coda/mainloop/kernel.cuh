@@ -214,8 +214,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   // Split-K tiles whose segments each finish some of the rows (segments.cuh, share_tile_rows): where
   // the epilogue asks, K is split at most kMaxSharedSegments ways (the automatic split's cap; more
   // only when options.split_k asks) and every unit of the launch has a cluster of its own, so that
-  // the segments that wait for each other all run at once. Evaluated from the parameters where it is used, so
-  // that no register holds it across the MMA loop.
+  // the segments that wait for each other all run at once. Evaluated from the parameters where it
+  // is used, so that no register holds it across the MMA loop.
   constexpr bool kSharesRows = kSharesTileRows<Epilogue> && !Config::kPingPong && !Config::kSwapAB && Acc::kBlocks == 1;
   const auto shares_rows = [&] {
     return kSharesRows && p.schedule.splits > 1 && p.schedule.splits <= kMaxSharedSegments &&

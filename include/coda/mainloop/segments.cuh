@@ -4,9 +4,9 @@
 //                       and counts its arrival; the last to arrive adds them (any tile, split-K or
 //                       stream-K; needs the workspace and its counters). share_tile_rows is its
 //                       variant for an epilogue that shares a split tile's rows out
-//                       (kSharesTileRows: the MoE router's selection): the segments wait for each
-//                       other and the first min(segments, 4) each finish some of the rows (a
-//                       quarter at 4 segments, half at 2), on up to four SMs instead of one.
+//                       (kSharesTileRows: the MoE router's selection) at 2 to 4 segments: they wait
+//                       for each other and each finishes some of the rows (a quarter at 4
+//                       segments, half at 2), on every segment's SM instead of one.
 //   combine_in_cluster  through distributed shared memory: the segments are the CTAs of one cluster
 //                       (ScheduleParams::splits_in_cluster, swapped tiles only), which store their
 //                       partials into CTA 0's shared memory (st.async); CTA 0 adds them and finishes
