@@ -25,7 +25,8 @@ bool uses_decode(int64_t m, const RouterOptions& o) {
 
 // The workspace (carved from `base`; null only counts): the decode kernel's split partials (its
 // scores stay in shared memory), or the GEMM's own workspace (a K split) behind the scores (unless
-// options.scores takes them, or the epilogue selects and writes none).
+// options.scores takes them, or the epilogue selects and writes none), and where the epilogue's
+// rows span several tiles their tiles' published slots (router_epilogue_wide.cuh).
 struct Workspace {
   bool decode, fused;
   TensorView scores;  // the scores path's
@@ -33,6 +34,10 @@ struct Workspace {
   std::size_t gemm_bytes = 0;
   float* split_partials = nullptr;  // the decode kernel's
   int splits = 0;
+  int wide_tiles = 1;  // the epilogue's tiles a row spans
+  float* tile_slots = nullptr;
+  float* tile_lse = nullptr;
+  int32_t* tile_arrivals = nullptr;
   std::size_t bytes = 0;
 
   Workspace(void* base, const TensorView& x, const TensorView& w, const RouterOptions& o)
@@ -57,6 +62,13 @@ struct Workspace {
       if (fused) gemm_options.tile = router_detail::fused_tile(experts);
       gemm_bytes = gemm_workspace_bytes({x, Major::k}, {w, Major::k}, sized, gemm_options);
       gemm = carve.take(gemm_bytes);
+      if (fused && router_detail::fused_tiles(experts) > 1) {
+        wide_tiles = router_detail::fused_tiles(experts);
+        const router_detail::WideLayout wide(m, wide_tiles);
+        tile_slots = static_cast<float*>(carve.take(wide.slot_bytes()));
+        tile_lse = static_cast<float*>(carve.take(wide.lse_bytes()));
+        tile_arrivals = static_cast<int32_t*>(carve.take(wide.arrival_bytes()));
+      }
     }
     bytes = carve.used();
   }
@@ -202,6 +214,10 @@ void gemm_router(const TensorView& x, const TensorView& w, const TensorView& wei
     a.weights = static_cast<float*>(weights.data);
     a.ids = static_cast<int32_t*>(ids.data);
     a.token_expert_indices = static_cast<int32_t*>(options.token_expert_indices.data);
+    a.tiles = ws.wide_tiles;
+    a.tile_slots = ws.tile_slots;
+    a.tile_lse = ws.tile_lse;
+    a.tile_arrivals = ws.tile_arrivals;
     if (ws.decode) {
       router_detail::launch_decode(x, w, ws.split_partials, ws.splits, a,
                                    static_cast<int32_t*>(options.expert_counts.data), stream);

@@ -29,6 +29,7 @@
 #include "coda/ops/router.hpp"
 #include "coda/sm90/barrier.cuh"
 #include "router_epilogue_slots.cuh"
+#include "router_epilogue_wide.cuh"
 #include "router_groups.cuh"
 #include "router_quad.cuh"
 #include "router_select_common.cuh"
@@ -101,7 +102,7 @@ __device__ __forceinline__ void best_copied_keys(const float* bias, const RowChu
 }
 
 // Step 4 again with exact keys, for rows whose k-th truncated key ties with the next one: (code of
-// the score) << 32 | (255 - column) << 8 | place, so that equal scores rank the lower column first.
+// the score) << 32 | (511 - column) << 8 | place, so that equal scores rank the lower column first.
 // `places` gets the 8 best candidates' places, best first (0 past the candidates).
 template <bool kSigmoid, int kChunk>
 __device__ __forceinline__ void select_copied_exactly(const float* bias, const RowChunks<kChunk>& chunks, int copied,
@@ -110,12 +111,20 @@ __device__ __forceinline__ void select_copied_exactly(const float* bias, const R
   best_copied_keys<kSigmoid>(
       bias, chunks, copied, threshold,
       [](float score, int col, int place) {
-        return uint64_t(ordered_code(score)) << 32 | uint32_t(255 - col) << 8 | uint32_t(place);
+        static_assert(kWideMaxExperts <= 512, "a column in 9 bits");
+        return uint64_t(ordered_code(score)) << 32 | uint32_t(511 - col) << 8 | uint32_t(place);
       },
       best, ninth);
 #pragma unroll
   for (int i = 0; i < 8; ++i) places[i] = uint32_t(best[i]) & 0xffu;
 }
+
+// What select_row hands back: the lane's slots of the row and topk_softmax's log-sum-exp of its
+// scores (0 where the weights need none).
+struct RowSlots {
+  Slot mine[2];
+  float lse;
+};
 
 // Slots j = lane % 4 and j + 4 of the row whose values are the thread's first row half (value v
 // at RowLayout::index(v, 0); columns past E hold NaN), by the quad. FusedRows::groups (sigmoid_bias
@@ -124,8 +133,8 @@ __device__ __forceinline__ void select_copied_exactly(const float* bias, const R
 // FusedRows::narrow (E <= kNarrowMaxExperts): the quad's live chunks are the row's 8 slots, so
 // steps 1 and 2 are skipped (the threshold is -inf) and step 3 copies them unconditionally.
 template <int V, bool kSigmoid, FusedRows kRows, int N>
-__device__ __forceinline__ void select_row(const SelectArgs& a, const float* bias, float (&acc)[N], int32_t row,
-                                           RowChunks<RowLayout<V>::kChunk>& chunks, int lane_col) {
+__device__ __forceinline__ RowSlots select_row(const SelectArgs& a, const float* bias, float (&acc)[N],
+                                               RowChunks<RowLayout<V>::kChunk>& chunks, int lane_col) {
   using Layout = RowLayout<V>;
   constexpr int kChunk = Layout::kChunk;
   constexpr bool kGroups = kRows == FusedRows::groups, kNarrow = kRows == FusedRows::narrow;
@@ -292,8 +301,8 @@ __device__ __forceinline__ void select_row(const SelectArgs& a, const float* bia
     }
   }
   if (__any_sync(0xffffffffu, !fast)) select_exactly<V, kSigmoid>(a, bias, acc, lane_col, fast, chunks.first_col, mine);
-  write_slots(a, row, mine, lse);
   __syncwarp();  // the next row's chunks reuse this row's shared memory
+  return {{mine[0], mine[1]}, lse};
 }
 
 }  // namespace fused
@@ -301,19 +310,24 @@ __device__ __forceinline__ void select_row(const SelectArgs& a, const float* bia
 /// The seam epilogue (mainloop/epilogue_seam.cuh) selecting on rows of V values a lane: tiles whose
 /// consumers hold 64 x 4V accumulators (m128n128: V = 32, m128n256: V = 64). Everything happens in
 /// prepare(); the outputs are k words a row, written from registers. kRows other than ungrouped
-/// (FusedRows) is a kernel of its own, so that the others keep their code.
+/// (FusedRows) is a kernel of its own, so that the others keep their code. FusedRows::wide: a row
+/// spans args.tiles tiles, whose k best merge (router_epilogue_wide.cuh).
 template <int V, FusedRows kRows = FusedRows::ungrouped>
 struct FusedSelection : fused::SelectsInPrepare {
   static constexpr bool kGroups = kRows == FusedRows::groups;
+  static constexpr bool kWide = kRows == FusedRows::wide;
   static_assert(kRows != FusedRows::narrow || V == 32, "narrow rows: m128n128's 8 chunks of 4 a lane");
   using Params = SelectArgs;
   using Row = fused::RowChunks<fused::RowLayout<V>::kChunk>;
   // A split tile's rows are selected on every segment's SM, a row half each (mainloop/segments.cuh):
   // the selection, not the wait for the partials, is what a split tile's last segment exposes.
   static constexpr bool kSharesTileRows = true;
+  static constexpr int kBiasExperts = kWide ? kWideMaxExperts : kFusedMaxExperts;
+  static constexpr int kMaxTiles = kWideMaxExperts / (4 * V);  // a wide row's
   struct SharedStorage {
     Row rows[2][4][8];  // [consumer][warp][quad]: the chunks of the row a quad is selecting
-    float bias[2][kFusedMaxExperts];  // each consumer's copy of the expert bias (copy_bias_once)
+    float bias[2][kBiasExperts];  // each consumer's copy of the expert bias (copy_bias_once)
+    uint32_t last_halves[2];      // wide rows: the halves each consumer merges (fused::arrive_wide)
   };
 
   template <class Acc>
@@ -339,6 +353,7 @@ struct FusedSelection : fused::SelectsInPrepare {
     } else if constexpr (!kGroups) {
       select_rows<false>(a, nullptr, values, t, chunks, lane_col);
     }
+    if constexpr (kWide) merge_rows(a, s, t, chunks);
   }
 
  private:
@@ -349,7 +364,8 @@ struct FusedSelection : fused::SelectsInPrepare {
   // and the code is fetched once. Unrolled twice (and again for tiles past E) it was slower, and so
   // were both halves selected together, step by step, as two chains in one instruction stream: a
   // half's ~660-940 instructions (E <= 32, 128) are issue- as much as latency-bound at two
-  // consumer warps a scheduler (docs/performance.md, Designs measured slower).
+  // consumer warps a scheduler (docs/performance.md, Designs measured slower). Wide rows publish
+  // each half's slots, then merge the halves whose every tile has published.
   template <bool kSigmoid, int N>
   __device__ void select_rows(const Params& a, const float* bias, float (&values)[N],
                               const mainloop::TileCoordinates& t, Row& chunks, int lane_col) {
@@ -362,9 +378,22 @@ struct FusedSelection : fused::SelectsInPrepare {
       if (h == 1)
 #pragma unroll
         for (int v = 0; v < V; ++v) values[Layout::index(v, 0)] = values[Layout::index(v, 1)];
-      fused::select_row<V, kSigmoid, kRows>(
-          a, bias, values, t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread), chunks, lane_col);
+      const fused::RowSlots slots = fused::select_row<V, kSigmoid, kRows>(a, bias, values, chunks, lane_col);
+      if constexpr (kWide) fused::publish_slots(a, row_of_half(t, h), t.tile_n, slots.mine, slots.lse);
+      else fused::write_slots(a, row_of_half(t, h), slots.mine, slots.lse);
     }
+  }
+
+  static __device__ int32_t row_of_half(const mainloop::TileCoordinates& t, int h) {
+    return t.row0 + mainloop::Accumulators<64, 4 * V>::row(0, 2 * h, t.thread);
+  }
+
+  // Wide rows: the halves of this consumer's rows whose tiles have all published, merged.
+  __device__ void merge_rows(const Params& a, SharedStorage& s, const mainloop::TileCoordinates& t, Row& chunks) {
+    const uint32_t last = fused::arrive_wide(a, t, t.row_halves, s.last_halves[t.consumer]);
+#pragma unroll 1
+    for (int h = 0; h < 2; ++h)
+      if (last >> h & 1u) fused::merge_row<kMaxTiles>(a, row_of_half(t, h), chunks);
   }
 };
 

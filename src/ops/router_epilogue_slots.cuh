@@ -16,7 +16,8 @@
 namespace coda::ops::router_detail {
 
 inline constexpr int kFusedMaxK = 8;
-inline constexpr int kFusedMaxExperts = 256;
+inline constexpr int kFusedMaxExperts = 256;  // in one tile
+inline constexpr int kWideMaxExperts = int(kRouterMaxExperts);
 
 /// Whether the epilogue's selection takes grouped selection with n_group groups of E experts: one
 /// group a chunk of each lane's row share (8), E the tile's width (fused_tile: 128 or 256), so
@@ -26,11 +27,12 @@ CODA_HD constexpr bool groups_in_epilogue(int experts, int n_group) {
 }
 
 /// What a fused kernel's rows hold, each a kernel of its own (FusedSelection): any E up to the
-/// tile's width; sigmoid_bias's 8 groups (groups_in_epilogue); or E <= kNarrowMaxExperts on
-/// m128n128, whose live values (a lane's first two chunks of four) fill the row's 8 slots, so that
-/// no chunk threshold is needed. Rows of E <= kRankedMaxExperts are ranked by counting instead
-/// (router_epilogue_ranked.cuh: RankedSelection).
-enum class FusedRows { ungrouped, groups, narrow };
+/// tile's width; sigmoid_bias's 8 groups (groups_in_epilogue); E <= kNarrowMaxExperts on m128n128,
+/// whose live values (a lane's first two chunks of four) fill the row's 8 slots, so that no chunk
+/// threshold is needed; or rows wider than the tile (E up to kWideMaxExperts, no groups), whose
+/// tiles' k best merge (router_epilogue_wide.cuh). Rows of E <= kRankedMaxExperts are ranked by
+/// counting instead (router_epilogue_ranked.cuh: RankedSelection).
+enum class FusedRows { ungrouped, groups, narrow, wide };
 inline constexpr int kNarrowMaxExperts = 32;
 inline constexpr int kRankedMaxExperts = 16;
 
@@ -104,7 +106,8 @@ struct SelectsInPrepare {
 /// A consumer's copy of the expert bias in shared memory, for sigmoid_bias's selection scores (read
 /// from there, a row's loads do not all wait in registers at once), made on its first tile
 /// (`copied`: the consumer's flag). Zeros without a bias and past E: p + 0 is p, NaN + 0 NaN. The
-/// tiles' columns start at 0 (E <= the tile's width): one copy serves every tile. Named barrier
+/// copy holds every expert (kExperts: the tile's width, or kWideMaxExperts where a row spans several
+/// tiles): one copy serves every tile. Named barrier
 /// 1 + consumer, the epilogue's.
 template <int kExperts>
 __device__ __forceinline__ void copy_bias_once(const SelectArgs& a, float (&bias)[kExperts], int consumer, int thread,

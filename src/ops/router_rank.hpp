@@ -1,5 +1,6 @@
 // Internal: a row's ranks by counting, for the router's ranked rows (router_epilogue_ranked.cuh),
-// host and device (tests/ops/router_rank_test.cpp runs it on the CPU).
+// and the merge of wide rows' tile candidates (merged_rank), host and device
+// (tests/ops/router_rank_test.cpp runs them on the CPU).
 //
 //   rank(i) = #{j : code_j > code_i, or code_j = code_i and j < i}
 //
@@ -46,6 +47,26 @@ struct RowRanks {
     return rank;
   }
 };
+
+/// Wide rows (router_epilogue_wide.cuh): the place among a row's slots of candidate (t, i), i.e.
+/// `mine`, filled, at place i of tile t's list. Each tile's list holds its k best sorted (larger
+/// score first, ties to the lower id; an empty candidate's id is negative and ranks after every
+/// filled one), the ids distinct across tiles: the place is i plus the other tiles' candidates that
+/// rank before it. t and the loops' indices are constants once unrolled (the lists stay in
+/// registers). tests/ops/router_rank_test.cpp runs it on the CPU against a whole row's selection.
+template <int kMaxTiles, int kK>
+CODA_HD int merged_rank(const float (&score)[kMaxTiles][kK], const int32_t (&id)[kMaxTiles][kK], int t, int i,
+                        float mine_score, int32_t mine_id) {
+  int rank = i;
+  CODA_RANK_UNROLL
+  for (int u = 0; u < kMaxTiles; ++u) CODA_RANK_UNROLL
+  for (int j = 0; j < kK; ++j) {
+    const bool before =
+        id[u][j] >= 0 && (score[u][j] > mine_score || (score[u][j] == mine_score && id[u][j] < mine_id));
+    rank += u != t && before ? 1 : 0;
+  }
+  return rank;
+}
 
 }  // namespace coda::ops::router_detail
 

@@ -67,6 +67,13 @@ struct SelectArgs {
   float* weights = nullptr;  // M x k, ld k
   int32_t* ids = nullptr;
   int32_t* token_expert_indices = nullptr;  // or null
+
+  // The epilogue's rows wider than its tile (FusedRows::wide, router_epilogue_wide.cuh): each of a
+  // row's `tiles` column tiles publishes its k best, and the last tile to finish a row merges them.
+  float* tile_slots = nullptr;       // [row][tile] of kWideSlotWords words
+  float* tile_lse = nullptr;         // [row][tile]: the log-sum-exp of the tile's scores
+  int32_t* tile_arrivals = nullptr;  // [tile row][consumer][row half], zeroed before the launch
+  int32_t tiles = 1;
 };
 
 // A decode row the CTA prepared for sigmoid_bias with groups of whole columns (select_token's

@@ -41,7 +41,7 @@ struct Case {
   std::vector<int64_t> zero_rows{};         // tokens of zeros (a padded batch): every score a signed zero
   std::vector<int64_t> nan_experts{};       // weight rows of NaN: experts that never score
   std::vector<int64_t> negative_experts{};  // weight rows below 0: a token of zeros scores -0 there
-  bool fused = false;  // options.fused_selection (runs where k <= 8, E <= 256, M > 16; groups: 8 at E = 128, 256)
+  bool fused = false;  // options.fused_selection (runs where k <= 8, E <= 512, M > 16; groups: 8 at E = 128, 256)
   DType input = DType::bf16;
   int split_k = 0;  // options.gemm.split_k: nonzero sends a decode batch through coda::gemm (M <= 16)
   GemmTile tile = GemmTile::automatic;  // options.gemm.tile
@@ -235,7 +235,7 @@ void expect_valid_sigmoid_selection(const Case& c, const reference::Matrix& scor
 
 void expect_routes_like_the_reference(Case c) {
   const bool epilogue_groups = c.n_group == 1 || (c.n_group == 8 && (c.experts == 128 || c.experts == 256));
-  if (c.fused == false && c.m > 16 && c.k <= 8 && epilogue_groups && c.experts <= 256) {  // both paths
+  if (c.fused == false && c.m > 16 && c.k <= 8 && epilogue_groups && c.experts <= 512) {  // both paths
     c.fused = true;
     expect_routes_like_the_reference(c);
     c.fused = false;
@@ -473,10 +473,13 @@ TEST(RouterGpu, ScoresOutputHoldsTheGemm) {
   }
 }
 
-// The epilogue's selection (fused_selection: E <= 256, k <= 8, no groups or 8 at E = 128 and 256,
-// DeepSeek-V3's; its own kernel for narrow rows, E <= 32) against the scores path's
-// on the same accumulators (its GEMM forced onto the epilogue's tile, m128n128 to E = 128 and
-// m128n256 above, with the same K split): fine random inputs, where the fast path (chunk threshold,
+// The tile the epilogue's selection runs on (router_fused.cu, fused_tile).
+GemmTile fused_tile_of(int64_t experts) { return experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256; }
+
+// The epilogue's selection (fused_selection: E <= 512, k <= 8, no groups or 8 at E = 128 and 256,
+// DeepSeek-V3's; its own kernel for narrow rows, E <= 32, and for rows wider than the tile) against
+// the scores path's on the same accumulators (its GEMM forced onto the epilogue's tile, with the
+// same K split): fine random inputs, where the fast path (chunk threshold,
 // truncated keys) settles most rows, beside rows of zeros (every score tied: the exact rounds) and
 // NaN rows, at M from one tile row to a K split's few tiles and many; the ids must be the same, the
 // weights equal to fp32 rounding (their sums run in another order).
@@ -550,7 +553,18 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
                           {300, 48, 2048, RoutingMode::topk_softmax, 4, true, false, false, DType::bf16, 1, 1, 3},
                           {4100, 128, 2048, RoutingMode::topk_softmax, 8, true, false, false, DType::bf16, 1, 1, 5},
                           {600, 200, 1024, RoutingMode::topk_softmax, 8, true, false, false, DType::bf16, 1, 1, 3},
-                          {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4, 2}}) {
+                          {300, 256, 1024, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 8, 4, 2},
+                          // rows wider than the tile (two of m128n256), whose tiles' candidates
+                          // merge: every mode, a residue E, a near tie across tiles, k = 1, K split
+                          // 2 and 4 ways
+                          {300, 384, 1024, RoutingMode::topk_softmax, 8, true, false},
+                          {4100, 384, 512, RoutingMode::topk_softmax, 8, false, false},
+                          {300, 512, 1024, RoutingMode::softmax_topk, 8, false, false, true},
+                          {500, 300, 512, RoutingMode::sigmoid_bias, 8, true, true},
+                          {300, 257, 512, RoutingMode::sigmoid_bias, 6, false, true, false, DType::f16},
+                          {300, 512, 512, RoutingMode::topk_softmax, 1, false, false},
+                          {700, 500, 2048, RoutingMode::topk_softmax, 4, true, false, false, DType::bf16, 1, 1, 2},
+                          {1000, 384, 4096, RoutingMode::sigmoid_bias, 8, true, true, false, DType::bf16, 1, 1, 4}}) {
     Case c{shape.m, shape.experts, shape.k_dim, shape.mode, shape.k, shape.renormalize, shape.bias};
     c.n_group = shape.n_group;
     c.topk_group = shape.topk_group;
@@ -560,7 +574,7 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     SCOPED_TRACE(describe(c));
     RouterRun run(c);
     {  // the fused GEMM's plan: its tile, with a workspace (the router's)
-      GemmOptions o{.tile = c.experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256, .split_k = c.split_k};
+      GemmOptions o{.tile = fused_tile_of(c.experts), .split_k = c.split_k};
       const int64_t ld = (c.experts + 7) / 8 * 8;  // 16-byte rows
       DeviceBuffer logits(std::size_t(c.m * ld) * 2);
       o.workspace = logits.get();
@@ -570,7 +584,7 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
       // Rows shared out at 2 to 4 segments where every unit has its own CTA (kernel.cuh):
       // m128n256's clusters of 2 hold two tiles a unit.
       if (plan.split_k > 1) {
-        const int64_t cluster = c.experts <= 128 ? 1 : 2;
+        const int64_t cluster = fused_tile_of(c.experts) == GemmTile::m128n128 ? 1 : 2;
         const bool one_wave = (plan.output_tiles + cluster - 1) / cluster * plan.split_k <= plan.ctas / cluster;
         (one_wave && plan.split_k <= 4 ? shared_segments : last_segment_splits).insert(plan.split_k);
       }
@@ -597,7 +611,7 @@ TEST(RouterGpu, FusedSelectionMatchesTheScoresPath) {
     c.fused = true;
     const Outputs fused = run.route(c, 3);
     c.fused = false;
-    c.tile = c.experts <= 128 ? GemmTile::m128n128 : GemmTile::m128n256;
+    c.tile = fused_tile_of(c.experts);
     const Outputs scores = run.route(c, 4);
     // topk_softmax's exp(s - lse) moves by about ulp(|lse|) relative between the two sums' orders.
     // Unrenormalized sigmoid_bias weights are p itself on both paths: the same bits.

@@ -41,14 +41,15 @@
 // How it runs: at M <= 16 (decode), one cooperative kernel reads the weight over every SM (K split
 // across CTAs, tensor-core dot products), adds the splits' partials in a fixed order after a grid
 // barrier and selects in the same launch (src/ops/router_decode.hpp); options.gemm's tile, split_k,
-// stream_k or max_ctas send a decode batch through coda::gemm instead. Larger batches where E <=
-// 256, k <= 8, no scores output and either no groups or 8 groups at E = 128 or 256 (DeepSeek-V3's)
-// select in the GEMM's epilogue (src/ops/router_epilogue.cuh: a tile's consumers hold whole rows,
-// four lanes a row, or at E <= 16 two lanes a row ranking it by counting, router_epilogue_ranked.cuh;
-// the scores are never written) where that measured faster (M >= 256 at E <= 128; above, M >= 2048,
-// grouped M >= 4096) or where options.fused_selection asks; otherwise coda::gemm writes the f32 scores
-// (to the workspace, or to options.scores) and a kernel of one warp per token selects from them.
-// Same rules, same ids.
+// stream_k or max_ctas send a decode batch through coda::gemm instead. Larger batches where k <= 8,
+// no scores output and either no groups or 8 groups at E = 128 or 256 (DeepSeek-V3's) select in the
+// GEMM's epilogue (src/ops/router_epilogue.cuh: a tile's consumers hold whole rows, four lanes a
+// row, or at E <= 16 two lanes a row ranking it by counting, router_epilogue_ranked.cuh; past E =
+// 256 a row spans two tiles, whose k best merge, router_epilogue_wide.cuh; the scores are never
+// written) where that measured faster (M >= 256 at E <= 128; to E = 256, M >= 2048, grouped M >=
+// 4096; past E = 384, M >= 8192) or where options.fused_selection asks; otherwise coda::gemm writes
+// the f32 scores (to the workspace, or to options.scores) and a kernel of one warp per token selects
+// from them. Same rules, same ids.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -76,8 +77,8 @@ struct RouterOptions {
   TensorView token_expert_indices;     // optional output: int32 (M x k)
   TensorView expert_counts;            // optional output: int32 (E)
   TensorView scores;                   // optional output: f32 (M x E)
-  // Select in the GEMM's epilogue at any M > 16 where it can (k <= 8, E <= 256, no groups or 8 at
-  // E = 128 or 256, no scores output, gemm.tile automatic), not only where it measured faster.
+  // Select in the GEMM's epilogue at any M > 16 where it can (k <= 8, no groups or 8 at E = 128 or
+  // 256, no scores output, gemm.tile automatic), not only where it measured faster.
   bool fused_selection = false;
   GemmOptions gemm;                    // the GEMM's tile and CTA cap (its workspace: the router's)
 };
