@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "coda/epilogue/monoids.hpp"
 #include "coda/mainloop/epilogue_seam.cuh"
 #include "coda/sm90/barrier.cuh"
 #include "router_epilogue_slots.cuh"
@@ -139,18 +140,15 @@ __device__ __forceinline__ void merge_row(const SelectArgs& a, int32_t row, RowC
   }
 
   float lse = 0.0f;
-  if (needs_log_sum_exp(a.mode, a.renormalize)) {  // log of the sum of the tiles' sums, in tile order
+  if (needs_log_sum_exp(a.mode, a.renormalize)) {  // the tiles' log-sum-exps combined in tile order
+    // LogSumExp::combine scales the side holding the max by exactly 1: a tile of +inf gives +inf,
+    // as one tile's row would, and a tile with no finite score (-inf) adds nothing.
     const float* tile_lse = a.tile_lse + int64_t(row) * a.tiles;
-    float part[kMaxTiles], top = -INFINITY;
+    epilogue::LogSumExp::State state = epilogue::LogSumExp::identity();
 #pragma unroll
-    for (int t = 0; t < kMaxTiles; ++t) {
-      part[t] = t < a.tiles ? __ldcg(tile_lse + t) : -INFINITY;
-      top = fmaxf(top, part[t]);
-    }
-    float sum = 0.0f;
-#pragma unroll
-    for (int t = 0; t < kMaxTiles; ++t) sum += part[t] == -INFINITY ? 0.0f : expf(part[t] - top);
-    lse = top == -INFINITY ? -INFINITY : top + logf(sum);
+    for (int t = 0; t < kMaxTiles; ++t)
+      if (t < a.tiles) state = epilogue::LogSumExp::combine(state, epilogue::LogSumExp::lift(__ldcg(tile_lse + t)));
+    lse = epilogue::LogSumExp::finish(state);
   }
   write_slots(a, row, mine, lse);
   __syncwarp();  // the quad's chunks are the next row's
@@ -167,6 +165,7 @@ __device__ __forceinline__ uint32_t arrive_wide(const SelectArgs& a, const mainl
     uint32_t last = 0;
     for (int h = 0; h < 2; ++h) {
       if (!(halves >> h & 1u)) continue;
+      // One batch (the router's GEMM is never batched): tile_m names the tile row.
       int32_t* counter = a.tile_arrivals + (int64_t(t.tile_m) * 2 + t.consumer) * 2 + h;
       int32_t before;
       asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
