@@ -64,7 +64,7 @@ RouterRow measure(int64_t m, int64_t experts, int k, int64_t hidden, bool deepse
   ops::RouterOptions fused = options;
   fused.fused_selection = true;
   // The epilogue takes DeepSeek-V3's 8 groups where a group is a chunk of every lane's share.
-  const bool has_fused = k <= 8 && experts <= 512 && m > 16 && (!deepseek || experts == 128 || experts == 256);
+  const bool has_fused = k <= 8 && m > 16 && (!deepseek || experts == 128 || experts == 256);
   const std::size_t fused_bytes = ops::router_workspace_bytes(x, w, fused);
   void* fused_ws = arena.allocate(fused_bytes);
   ops::RouterOptions scored = options;  // the f32 scores written (options.scores), then selected

@@ -62,8 +62,8 @@ struct Workspace {
       if (fused) gemm_options.tile = router_detail::fused_tile(experts);
       gemm_bytes = gemm_workspace_bytes({x, Major::k}, {w, Major::k}, sized, gemm_options);
       gemm = carve.take(gemm_bytes);
-      if (fused && router_detail::fused_tiles(experts) > 1) {
-        wide_tiles = router_detail::fused_tiles(experts);
+      if (fused) wide_tiles = router_detail::fused_tiles(experts);
+      if (wide_tiles > 1) {
         const router_detail::WideLayout wide(m, wide_tiles);
         tile_slots = static_cast<float*>(carve.take(wide.slot_bytes()));
         tile_lse = static_cast<float*>(carve.take(wide.lse_bytes()));

@@ -204,14 +204,7 @@ __device__ __forceinline__ void select_exactly(const SelectArgs& a, const float*
   for (int s = 0; s < 2; ++s) {
     const int j = quad_lane + 4 * s;
     if (j >= a.k || mine[s].filled) continue;
-    int wanted = j - filled;  // the filled slots come first
-    int32_t e = 0;
-    for (;; ++e) {
-      bool taken = false;
-      for (int i = 0; i < filled; ++i) taken = taken || chosen[i] == e;
-      if (!taken && wanted-- == 0) break;
-    }
-    mine[s].id = e;
+    mine[s].id = nth_unchosen(j - filled, chosen, filled);  // the filled slots come first
   }
 }
 

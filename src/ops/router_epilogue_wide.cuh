@@ -104,14 +104,10 @@ __device__ __forceinline__ void merge_row(const SelectArgs& a, int32_t row, RowC
   for (int t = 0; t < kMaxTiles; ++t)
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-      // The lane's i = quad_lane + 4 s by selects: an index into registers must be a constant.
-      const float mine_score = quad_lane == 0 ? score[t][4 * s] : quad_lane == 1 ? score[t][4 * s + 1]
-                               : quad_lane == 2 ? score[t][4 * s + 2] : score[t][4 * s + 3];
-      const int32_t mine_id = quad_lane == 0 ? id[t][4 * s] : quad_lane == 1 ? id[t][4 * s + 1]
-                              : quad_lane == 2 ? id[t][4 * s + 2] : id[t][4 * s + 3];
-      const float mine_p = quad_lane == 0 ? p[t][4 * s] : quad_lane == 1 ? p[t][4 * s + 1]
-                           : quad_lane == 2 ? p[t][4 * s + 2] : p[t][4 * s + 3];
-      const int rank = merged_rank(score, id, t, quad_lane + 4 * s, mine_score, mine_id);
+      const int i = quad_lane + 4 * s;  // a run-time index: pick_of_8's selects keep the lists in registers
+      const float mine_score = pick_of_8(score[t], i), mine_p = pick_of_8(p[t], i);
+      const int32_t mine_id = int32_t(pick_of_8(reinterpret_cast<const uint32_t(&)[8]>(id[t]), i));
+      const int rank = merged_rank(score, id, t, i, mine_score, mine_id);
       // Past k, past the tiles, or not filled (the filled come first): no place.
       if (mine_id >= 0 && rank < a.k) {
         chunks.logit[rank][0] = mine_score;
@@ -125,18 +121,8 @@ __device__ __forceinline__ void merge_row(const SelectArgs& a, int32_t row, RowC
   for (int s = 0; s < 2; ++s) {
     const int j = quad_lane + 4 * s;
     if (j >= a.k) continue;
-    if (j < filled) {
-      mine[s] = {chunks.logit[j][0], chunks.logit[j][1], chunks.first_col[j], true};
-      continue;
-    }
-    int wanted = j - filled;  // the filled slots come first; this one takes the wanted-th unchosen id
-    int32_t e = 0;
-    for (;; ++e) {
-      bool taken = false;
-      for (int c = 0; c < filled; ++c) taken = taken || chunks.first_col[c] == e;
-      if (!taken && wanted-- == 0) break;
-    }
-    mine[s].id = e;
+    if (j < filled) mine[s] = {chunks.logit[j][0], chunks.logit[j][1], chunks.first_col[j], true};
+    else mine[s].id = nth_unchosen(j - filled, chunks.first_col, filled);  // the filled slots come first
   }
 
   float lse = 0.0f;

@@ -59,8 +59,8 @@ CODA_HD int merged_rank(const float (&score)[kMaxTiles][kK], const int32_t (&id)
                         float mine_score, int32_t mine_id) {
   int rank = i;
   CODA_RANK_UNROLL
-  for (int u = 0; u < kMaxTiles; ++u) CODA_RANK_UNROLL
-  for (int j = 0; j < kK; ++j) {
+  for (int c = 0; c < kMaxTiles * kK; ++c) {
+    const int u = c / kK, j = c % kK;
     const bool before =
         id[u][j] >= 0 && (score[u][j] > mine_score || (score[u][j] == mine_score && id[u][j] < mine_id));
     rank += u != t && before ? 1 : 0;

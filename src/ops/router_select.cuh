@@ -196,14 +196,7 @@ __device__ int32_t select_token(const SelectArgs& a, int64_t m, WarpScratch& s, 
   if (filled) s.chosen[lane] = my_id;
   __syncwarp();
   if (!filled && lane < a.k) {
-    int wanted = lane - filled_count;  // this slot takes the wanted-th unchosen id (from 0)
-    int32_t e = 0;
-    for (;; ++e) {
-      bool chosen = false;
-      for (int j = 0; j < filled_count; ++j) chosen |= s.chosen[j] == e;
-      if (!chosen && wanted-- == 0) break;
-    }
-    my_id = e;
+    my_id = nth_unchosen(lane - filled_count, s.chosen, filled_count);
     weight = 0.0f;
   }
   if (lane >= a.k) return -1;

@@ -172,6 +172,17 @@ __device__ __forceinline__ float pick_of_8(const float (&v)[8], int i) {
   return __uint_as_float(pick_of_8(bits, i));
 }
 
+// The n-th lowest id (from 0) not among chosen[0 .. count): the id of a slot that nothing
+// selectable filled, the filled slots coming first (every path's rule for rows with fewer than k
+// selectable scores).
+__device__ __forceinline__ int32_t nth_unchosen(int n, const int32_t* chosen, int count) {
+  for (int32_t e = 0;; ++e) {
+    bool taken = false;
+    for (int c = 0; c < count; ++c) taken = taken || chosen[c] == e;
+    if (!taken && n-- == 0) return e;
+  }
+}
+
 // The warp's best (value, id), every lane ending with the same answer: a butterfly in a fixed pattern.
 struct Best {
   float value;
